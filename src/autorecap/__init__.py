@@ -1,0 +1,64 @@
+"""autorecap: long-chat memory for LLM roleplay, on SillyTavern chat files.
+
+The public API is what `__all__` lists; everything else is internal.
+"""
+
+from autorecap.core.data import (
+    INCLUDED,
+    NAMESPACE,
+    clear_memory,
+    edit_memory,
+    get_data,
+    get_memory,
+    get_previous_swipe_memory,
+    has_data,
+    select_swipe,
+    set_data,
+    update_data,
+)
+from autorecap.core.model import Chat, Message
+from autorecap.core.tokens import TOKENIZERS, TokenCounter, count_tokens
+from autorecap.errors import (
+    AutorecapError,
+    ChatFileError,
+    LineProblem,
+    MessageDataError,
+    TokenizerError,
+)
+from autorecap.paths import autorecap_home
+from autorecap.sample import sample_chat_path
+from autorecap.stfiles.check import CheckReport, check_chat_file
+from autorecap.stfiles.jsonl import read_chat, write_chat
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "INCLUDED",
+    "NAMESPACE",
+    "TOKENIZERS",
+    "AutorecapError",
+    "Chat",
+    "ChatFileError",
+    "CheckReport",
+    "LineProblem",
+    "Message",
+    "MessageDataError",
+    "TokenCounter",
+    "TokenizerError",
+    "__version__",
+    "autorecap_home",
+    "check_chat_file",
+    "clear_memory",
+    "count_tokens",
+    "edit_memory",
+    "get_data",
+    "get_memory",
+    "get_previous_swipe_memory",
+    "has_data",
+    "read_chat",
+    "sample_chat_path",
+    "select_swipe",
+    "set_data",
+    "update_data",
+    "write_chat",
+]

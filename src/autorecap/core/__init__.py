@@ -1,0 +1,1 @@
+"""The pure core: chat model, message data API, tokens. No I/O happens here."""

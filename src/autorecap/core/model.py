@@ -1,0 +1,250 @@
+"""Chats and messages, shaped the way SillyTavern stores them.
+
+A `Message` *is* the JSON object of one chat line (a `dict` subclass), so every field SillyTavern
+or another extension wrote, known or not, stays where it was. Typed properties read the common
+fields and coerce the odd types real files contain (`mes` as a number, `extra` as null).
+
+A `Chat` is a header object and a list of messages. It also remembers how its file looked (the
+original bytes of every line, line ends, BOM, lines it could not parse) so that
+`autorecap.stfiles` can write an unchanged chat back byte for byte. That bookkeeping is private;
+code that uses a chat only sees `chat.header`, `chat.metadata` and `chat.messages`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from autorecap.core.dates import parse_send_date
+from autorecap.core.jsjson import js_number
+
+NARRATOR_TYPE = "narrator"
+"""`extra.type` of a narrator message (SillyTavern's `system_message_types.NARRATOR`)."""
+
+
+class Message(dict[str, Any]):
+    """One chat message: the JSON object of its line, with typed views of the usual fields."""
+
+    __slots__ = ("_chat", "_eol", "_line", "_raw")
+
+    _raw: bytes | None
+    _eol: bytes | None
+    _chat: Chat | None
+    _line: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._raw = None
+        self._eol = None
+        self._chat = None
+        self._line = 0
+
+    @property
+    def name(self) -> str:
+        """The speaker's name (`""` when missing)."""
+        value = self.get("name")
+        return value if isinstance(value, str) else _js_string(value)
+
+    @property
+    def text(self) -> str:
+        """`mes` as text: a number is written out as JavaScript would, null or missing is `""`."""
+        value = self.get("mes")
+        return value if isinstance(value, str) else _js_string(value)
+
+    @property
+    def is_user(self) -> bool:
+        """True for the user's (persona's) messages."""
+        return bool(self.get("is_user"))
+
+    @property
+    def is_system(self) -> bool:
+        """True for hidden messages: `is_system` is what SillyTavern's `/hide` sets."""
+        return bool(self.get("is_system"))
+
+    is_hidden = is_system
+
+    @property
+    def extra(self) -> dict[str, Any] | None:
+        """The `extra` object, or None when it is missing, null or not an object."""
+        value = self.get("extra")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def is_narrator(self) -> bool:
+        """True for narrator messages (`extra.type == "narrator"`)."""
+        extra = self.extra
+        return extra is not None and extra.get("type") == NARRATOR_TYPE
+
+    @property
+    def character_key(self) -> str:
+        """The character a message belongs to: `original_avatar` in group chats, else `name`."""
+        avatar = self.get("original_avatar")
+        return avatar if isinstance(avatar, str) and avatar else self.name
+
+    @property
+    def swipe_id(self) -> int | None:
+        """The active swipe's index, or None when the message has no usable `swipe_id`."""
+        value = self.get("swipe_id")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def swipes(self) -> list[Any] | None:
+        """The swipe texts, or None when the message has no `swipes` list."""
+        value = self.get("swipes")
+        return value if isinstance(value, list) else None
+
+    @property
+    def send_time(self) -> datetime | None:
+        """`send_date` as an aware datetime, whichever of SillyTavern's forms it uses."""
+        return parse_send_date(self.get("send_date"))
+
+    @property
+    def chat(self) -> Chat | None:
+        """The chat this message belongs to, if any."""
+        return self._chat
+
+    @property
+    def line(self) -> int:
+        """The line it was read from (the header is line 1); 0 for a message made in memory."""
+        return self._line
+
+    def __repr__(self) -> str:
+        return f"Message({dict.__repr__(self)})"
+
+
+@dataclass
+class KeptLine:
+    """A line of a chat file that is not a message but must be written back as it was.
+
+    Malformed lines (read leniently) and blank lines are kept here, anchored after the message
+    that preceded them, so a round trip puts them back in place.
+    """
+
+    line: int
+    """Line number in the file it was read from (the header is line 1)."""
+    raw: bytes
+    """The line's bytes, without its line end."""
+    reason: str
+    """Why it is not a message; `""` for a blank line."""
+    after: Message | None = None
+    """The message it followed; None when it came right after the header."""
+    after_index: int = -1
+    """Index of that message in the chat as read (-1: right after the header)."""
+    eol: bytes | None = None
+
+
+@dataclass
+class FileLayout:
+    """How a chat file looked on disk: what a byte-exact write needs besides the data."""
+
+    bom: bool = False
+    default_eol: bytes = b"\n"
+    final_eol: bytes = b""
+    header_raw: bytes | None = None
+    header_eol: bytes | None = None
+    header_had_metadata: bool = True
+    header_valid: bool = True
+    kept: list[KeptLine] = field(default_factory=list)
+    original_messages: list[Message] = field(default_factory=list)
+
+
+class Chat:
+    """A SillyTavern chat: a header and messages.
+
+    - `chat.id` is the chat id: the file name without `.jsonl`, as in SillyTavern.
+    - `chat.header` is the header object (line 1); `chat.metadata` its `chat_metadata`.
+    - `chat.messages[i]` is message `i` (0-based; the header is not a message).
+    """
+
+    def __init__(
+        self,
+        messages: Iterable[dict[str, Any]] = (),
+        *,
+        header: dict[str, Any] | None = None,
+        chat_id: str = "",
+        path: Path | None = None,
+    ) -> None:
+        self.header: dict[str, Any] = (
+            header
+            if header is not None
+            else {"chat_metadata": {}, "user_name": "unused", "character_name": "unused"}
+        )
+        self.id = chat_id
+        self.path = path
+        self.messages: list[Message] = []
+        self.layout = FileLayout()
+        self.on_change: Callable[[Message | None], None] | None = None
+        """Called after autorecap's data API changes a message of this chat (autosave hook)."""
+        for message in messages:
+            self.append(message)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """`chat_metadata`, created empty (and left out of the file while empty) when missing."""
+        value = self.header.get("chat_metadata")
+        if isinstance(value, dict):
+            return value
+        if value is None and "chat_metadata" not in self.header:
+            created: dict[str, Any] = {}
+            self.header["chat_metadata"] = created
+            return created
+        raise TypeError(f"chat {self.id!r}: chat_metadata is {type(value).__name__}, not an object")
+
+    @property
+    def user_name(self) -> str:
+        """The header's `user_name` (`"unused"` in files of SillyTavern 1.14 and later)."""
+        return str(self.header.get("user_name", ""))
+
+    @property
+    def character_name(self) -> str:
+        """The header's `character_name` (`"unused"` in files of SillyTavern 1.14 and later)."""
+        return str(self.header.get("character_name", ""))
+
+    @property
+    def is_group(self) -> bool:
+        """True for group chats: stored under `group chats/`, or with `original_avatar` set."""
+        if self.path is not None and self.path.parent.name == "group chats":
+            return True
+        return any("original_avatar" in message for message in self.messages)
+
+    @property
+    def kept_lines(self) -> list[KeptLine]:
+        """Lines kept verbatim because they are blank or could not be parsed (lenient reads)."""
+        return list(self.layout.kept)
+
+    def append(self, message: dict[str, Any]) -> Message:
+        """Add a message at the end and return it (as a `Message` owned by this chat)."""
+        adopted = self.adopt(message)
+        self.messages.append(adopted)
+        return adopted
+
+    def adopt(self, message: dict[str, Any]) -> Message:
+        """Return `message` as a `Message` that belongs to this chat, without inserting it."""
+        adopted = message if isinstance(message, Message) else Message(message)
+        adopted._chat = self
+        return adopted
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __repr__(self) -> str:
+        return f"Chat(id={self.id!r}, messages={len(self.messages)})"
+
+    def notify_change(self, message: Message | None) -> None:
+        """Tell the owner of this chat (autosave) that `message` (or the metadata) changed."""
+        if self.on_change is not None:
+            self.on_change(message)
+
+
+def _js_string(value: Any) -> str:
+    """`String(value)` for JSON values, with null and missing as `""`."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return js_number(value)
+    return str(value)

@@ -1,0 +1,1 @@
+"""SillyTavern's files: chat JSONL read and written losslessly."""
