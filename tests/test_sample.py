@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from autorecap import read_chat, sample_chat_path
 from autorecap.sample import sample_scenes
 from autorecap.stfiles.jsonl import serialize_chat
@@ -27,6 +29,6 @@ def test_sample_scenes_cover_the_chat_in_order() -> None:
     assert len(scenes) >= 6
     assert scenes[0]["start"] == 0
     assert scenes[-1]["end"] == len(chat.messages) - 1
-    for before, after in zip(scenes, scenes[1:], strict=False):
+    for before, after in itertools.pairwise(scenes):
         assert after["start"] == before["end"] + 1
     assert all(scene["facts"] and scene["title"] for scene in scenes)
