@@ -28,12 +28,13 @@ NARRATOR_TYPE = "narrator"
 class Message(dict[str, Any]):
     """One chat message: the JSON object of its line, with typed views of the usual fields."""
 
-    __slots__ = ("_chat", "_eol", "_line", "_raw")
+    __slots__ = ("_chat", "_eol", "_id", "_line", "_raw")
 
     _raw: bytes | None
     _eol: bytes | None
     _chat: Chat | None
     _line: int
+    _id: int | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -41,6 +42,7 @@ class Message(dict[str, Any]):
         self._eol = None
         self._chat = None
         self._line = 0
+        self._id = None
 
     @property
     def name(self) -> str:
@@ -105,6 +107,12 @@ class Message(dict[str, Any]):
     def chat(self) -> Chat | None:
         """The chat this message belongs to, if any."""
         return self._chat
+
+    @property
+    def id(self) -> int | None:
+        """The message's stable id in the store (None until the message is stored). It never
+        changes: not through edits, recaps, or deletions of other messages."""
+        return self._id
 
     @property
     def line(self) -> int:

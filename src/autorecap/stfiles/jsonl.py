@@ -176,6 +176,12 @@ def _object_bytes(value: dict[str, Any], raw: bytes | None) -> bytes:
     return raw if written == raw or _same_data(canonical, raw) else written
 
 
+def data_matches_raw(value: dict[str, Any], raw: bytes) -> bool:
+    """True when the line `raw` still holds exactly `value`'s data (or is written identically)."""
+    canonical = dumps_canonical(value)
+    return js_bytes_from_canonical(canonical) == raw or _same_data(canonical, raw)
+
+
 def _header_bytes(chat: Chat) -> bytes:
     layout = chat.layout
     header = chat.header

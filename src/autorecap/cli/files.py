@@ -1,4 +1,4 @@
-"""The `autorecap` command line: thin, over the library. Parses, calls, prints."""
+"""`check` and `show`: look at chat files."""
 
 from __future__ import annotations
 
@@ -7,45 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autorecap import __version__
+from autorecap.cli._app import app, out
 from autorecap.core.data import INCLUDED, get_data, get_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.tokens import DEFAULT_TOKENIZER, TOKENIZERS, TokenCounter
 from autorecap.errors import AutorecapError
-from autorecap.paths import HOME_ENV, autorecap_home
 from autorecap.sample import sample_chat_path
 from autorecap.stfiles.check import CheckReport, check_chat_file
 from autorecap.stfiles.jsonl import read_chat
-
-app = typer.Typer(
-    name="autorecap",
-    help="Long-chat memory for LLM roleplay, on SillyTavern chat files.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-
-def _version(value: bool) -> None:
-    if value:
-        out.print(f"autorecap {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-) -> None:
-    """Long-chat memory for LLM roleplay, on SillyTavern chat files."""
 
 
 @app.command()
@@ -219,23 +191,3 @@ def _shorten(text: str, full: bool, width: int = 160) -> str:
     if full or len(flat) <= width:
         return flat
     return flat[: width - 1] + "…"
-
-
-@app.command()
-def home() -> None:
-    """Print the folder where autorecap keeps its data (set it with AUTORECAP_HOME)."""
-    out.print(str(autorecap_home()))
-    err.print(f"[dim](set {HOME_ENV} to use another folder)[/]")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the `autorecap` script: domain errors become one clear line, exit 1."""
-    try:
-        app(args=argv, prog_name="autorecap")
-    except AutorecapError as error:
-        err.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
-        raise SystemExit(1) from None
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,30 @@
+"""The `autorecap` command line: thin, over the library. Parses, calls, prints."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from autorecap.autosave import install_signal_handlers
+from autorecap.cli import files, settings, store
+from autorecap.cli._app import app, err, out
+from autorecap.errors import AutorecapError
+from autorecap.paths import HOME_ENV, autorecap_home
+
+__all__ = ["app", "files", "main", "settings", "store"]
+
+
+@app.command()
+def home() -> None:
+    """Print the folder where autorecap keeps its data (set it with AUTORECAP_HOME)."""
+    out.print(str(autorecap_home()))
+    err.print(f"[dim](set {HOME_ENV} to use another folder)[/]")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `autorecap` script: domain errors become one clear line, exit 1."""
+    install_signal_handlers()
+    try:
+        app(args=argv, prog_name="autorecap")
+    except AutorecapError as error:
+        err.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
+        raise SystemExit(1) from None

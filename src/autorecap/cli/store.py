@@ -1,0 +1,119 @@
+"""`import`, `export`, `chats` and `delete`: chats in the store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from autorecap.cli._app import app, out
+from autorecap.errors import AutorecapError
+from autorecap.stfiles.atomic import atomic_write
+from autorecap.stfiles.jsonl import chat_id_for, read_chat
+from autorecap.store import SQLiteStore
+
+_DB_HELP = "Store database file (default: autorecap.db in AUTORECAP_HOME)."
+
+
+@app.command("import")
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="SillyTavern chat files (.jsonl).")],
+    as_id: Annotated[
+        str | None, typer.Option("--as", help="Store under this id (one file only).")
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite a stored chat with the same id.")
+    ] = False,
+    lenient: Annotated[
+        bool, typer.Option("--lenient", help="Keep malformed lines instead of stopping.")
+    ] = False,
+    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Store chat files, each under its chat id (the file name without .jsonl)."""
+    if as_id is not None and len(files) != 1:
+        raise AutorecapError("--as names one chat: import one file at a time with it")
+    store = SQLiteStore(db)
+    try:
+        chats = [(path, read_chat(path, lenient=lenient)) for path in files]
+        ids = [as_id or chat_id_for(path) for path, _ in chats]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise AutorecapError(
+                f"two files would be stored as {duplicates[0]!r}: import them separately "
+                "with --as ID"
+            )
+        for (path, chat), chat_id in zip(chats, ids, strict=True):
+            info = store.import_chat(
+                chat, chat_id=chat_id, replace=replace, source=str(path.resolve())
+            )
+            kept = len(chat.layout.kept)
+            note = f", {kept} line(s) kept as-is" if kept else ""
+            plural = "" if info.messages == 1 else "s"
+            out.print(
+                f"stored [bold]{escape(info.id)}[/] ({info.messages} message{plural}{note})",
+                soft_wrap=True,
+            )
+    finally:
+        store.close()
+
+
+@app.command()
+def export(
+    chat: Annotated[str, typer.Argument(help="Id of a stored chat.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Write a stored chat as a SillyTavern chat file (byte for byte the imported file while
+    unchanged)."""
+    store = SQLiteStore(db)
+    try:
+        data = store.export_chat(chat)
+    finally:
+        store.close()
+    atomic_write(output, data)
+    out.print(f"wrote {escape(str(output))} ({len(data):,} bytes)", soft_wrap=True)
+
+
+@app.command()
+def chats(db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None) -> None:
+    """List the stored chats."""
+    store = SQLiteStore(db)
+    try:
+        infos = store.list_chats()
+    finally:
+        store.close()
+    if not infos:
+        out.print("no stored chats yet: `autorecap import FILE` stores one")
+        return
+    table = Table()
+    table.add_column("chat id")
+    table.add_column("messages", justify="right")
+    table.add_column("changed")
+    table.add_column("imported from")
+    for info in infos:
+        changed = datetime.fromtimestamp(info.updated_at).strftime("%Y-%m-%d %H:%M")
+        table.add_row(escape(info.id), str(info.messages), changed, escape(info.source or ""))
+    out.print(table)
+
+
+@app.command()
+def delete(
+    chat: Annotated[str, typer.Argument(help="Id of a stored chat.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Remove a chat from the store (export it first if you want a copy)."""
+    store = SQLiteStore(db)
+    try:
+        if not store.has_chat(chat):
+            store.delete_chat(chat)  # raises the "no stored chat" error
+        if not yes and not typer.confirm(f"Delete the stored chat {chat!r}?"):
+            raise typer.Exit(1)
+        store.delete_chat(chat)
+    finally:
+        store.close()
+    out.print(f"deleted {escape(chat)}")

@@ -1,0 +1,222 @@
+"""Global settings, named profiles and which chat or character uses which profile.
+
+Kept in `$AUTORECAP_HOME/settings.json`, written atomically. A profile stores only the settings
+it changes; the rest come from the defaults. When a chat opens, its profile is the one bound to
+the chat, else the one bound to its character, else the active profile (`Default` unless another
+was loaded): seed 002's `auto_load_profile()`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from autorecap.paths import autorecap_home
+from autorecap.settings import (
+    GLOBAL_KEYS,
+    Settings,
+    SettingsError,
+    make_settings,
+    require_setting,
+    validate_setting,
+)
+from autorecap.stfiles.atomic import atomic_write
+
+DEFAULT_PROFILE = "Default"
+SETTINGS_FILE = "settings.json"
+_FORMAT_VERSION = 1
+
+
+def _empty() -> dict[str, Any]:
+    return {
+        "version": _FORMAT_VERSION,
+        "global": {},
+        "active_profile": DEFAULT_PROFILE,
+        "profiles": {DEFAULT_PROFILE: {}},
+        "chat_profiles": {},
+        "character_profiles": {},
+    }
+
+
+class Profiles:
+    """The settings file: global values, profiles and bindings. Every change is saved at once."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else autorecap_home() / SETTINGS_FILE
+        self._data = self._load()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def settings_for(self, chat_id: str = "", character_key: str | None = None) -> Settings:
+        """The settings a chat runs with: its profile's values over the defaults, plus the
+        global values."""
+        profile = self.profile_for(chat_id, character_key)
+        values = dict(self._data["profiles"].get(profile, {}))
+        values.update(self._data["global"])
+        return make_settings(values)
+
+    def profile_for(self, chat_id: str = "", character_key: str | None = None) -> str:
+        """Which profile a chat uses: bound to the chat, else to the character, else active."""
+        profiles = self._data["profiles"]
+        for name in (
+            self._data["chat_profiles"].get(chat_id) if chat_id else None,
+            self._data["character_profiles"].get(character_key) if character_key else None,
+        ):
+            if name in profiles:
+                return str(name)
+        return self.active_profile
+
+    @property
+    def active_profile(self) -> str:
+        """The profile used when no binding applies, and the one `set` changes by default."""
+        name = self._data.get("active_profile", DEFAULT_PROFILE)
+        return name if name in self._data["profiles"] else DEFAULT_PROFILE
+
+    def profile_names(self) -> list[str]:
+        """Every profile, `Default` first."""
+        names = sorted(self._data["profiles"])
+        names.remove(DEFAULT_PROFILE)
+        return [DEFAULT_PROFILE, *names]
+
+    def profile_values(self, name: str) -> dict[str, Any]:
+        """The values a profile sets (not the defaults it leaves alone)."""
+        return dict(self._profile(name))
+
+    def bindings(self) -> dict[str, dict[str, str]]:
+        """`{"chats": {chat id: profile}, "characters": {character key: profile}}`."""
+        return {
+            "chats": dict(self._data["chat_profiles"]),
+            "characters": dict(self._data["character_profiles"]),
+        }
+
+    def get(self, key: str, profile: str | None = None) -> Any:
+        """A setting's effective value in a profile (default: the active one)."""
+        require_setting(key)
+        values = dict(self._profile(profile or self.active_profile))
+        values.update(self._data["global"])
+        return getattr(make_settings(values), key)
+
+    # --- changing ----------------------------------------------------------------------------
+
+    def set(self, key: str, value: Any, profile: str | None = None) -> Any:
+        """Set one setting (validated) in a profile, or globally for the global settings."""
+        checked = validate_setting(key, value)
+        if key in GLOBAL_KEYS:
+            self._data["global"][key] = _jsonable(checked)
+        else:
+            self._profile(profile or self.active_profile)[key] = _jsonable(checked)
+        self._save()
+        return checked
+
+    def reset(self, key: str, profile: str | None = None) -> None:
+        """Back to the default value."""
+        require_setting(key)
+        target = (
+            self._data["global"]
+            if key in GLOBAL_KEYS
+            else self._profile(profile or self.active_profile)
+        )
+        target.pop(key, None)
+        self._save()
+
+    def set_chat_enabled(self, chat_id: str, enabled: bool | None) -> None:
+        """Turn memory on or off for one chat; None removes the chat's own switch."""
+        chats = dict(self._data["global"].get("chats_enabled", {}))
+        if enabled is None:
+            chats.pop(chat_id, None)
+        else:
+            chats[chat_id] = enabled
+        self.set("chats_enabled", chats)
+
+    def save_profile(self, name: str, source: str | None = None) -> None:
+        """Save a profile under `name`: a copy of `source` (default: the active profile)."""
+        _check_name(name)
+        self._data["profiles"][name] = dict(self._profile(source or self.active_profile))
+        self._save()
+
+    def load_profile(self, name: str) -> None:
+        """Make `name` the active profile."""
+        self._profile(name)
+        self._data["active_profile"] = name
+        self._save()
+
+    def delete_profile(self, name: str) -> None:
+        """Delete a profile and its bindings (`Default` cannot be deleted)."""
+        if name == DEFAULT_PROFILE:
+            raise SettingsError(
+                f"the {DEFAULT_PROFILE!r} profile is the fallback and cannot be deleted"
+            )
+        self._profile(name)
+        del self._data["profiles"][name]
+        for table in ("chat_profiles", "character_profiles"):
+            self._data[table] = {k: v for k, v in self._data[table].items() if v != name}
+        if self._data.get("active_profile") == name:
+            self._data["active_profile"] = DEFAULT_PROFILE
+        self._save()
+
+    def bind(self, name: str, *, chat: str | None = None, character: str | None = None) -> None:
+        """Use profile `name` for a chat or for every chat of a character."""
+        self._profile(name)
+        if (chat is None) == (character is None):
+            raise SettingsError("bind a profile to exactly one of: a chat id, a character")
+        table, target = (
+            ("chat_profiles", chat) if chat is not None else ("character_profiles", character)
+        )
+        self._data[table][target] = name
+        self._save()
+
+    def unbind(self, *, chat: str | None = None, character: str | None = None) -> None:
+        """Remove a chat's or a character's profile binding."""
+        if chat is not None:
+            self._data["chat_profiles"].pop(chat, None)
+        if character is not None:
+            self._data["character_profiles"].pop(character, None)
+        self._save()
+
+    # --- storage -----------------------------------------------------------------------------
+
+    def _profile(self, name: str) -> dict[str, Any]:
+        profile = self._data["profiles"].get(name)
+        if profile is None:
+            known = ", ".join(self.profile_names())
+            raise SettingsError(f"no profile named {name!r}: the profiles are {known}")
+        return profile  # type: ignore[no-any-return]
+
+    def _load(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return _empty()
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise SettingsError(
+                f'cannot read the settings file "{self.path}" ({error}); fix it, or move it '
+                "away to start from the defaults"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):
+            raise SettingsError(
+                f'"{self.path}" is not an autorecap settings file; move it away to start over'
+            )
+        merged = _empty()
+        merged.update(data)
+        merged["profiles"].setdefault(DEFAULT_PROFILE, {})
+        for name, values in merged["profiles"].items():
+            try:
+                make_settings({**values, **merged["global"]})
+            except SettingsError as error:
+                raise SettingsError(f'"{self.path}", profile {name!r}: {error}') from None
+        return merged
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self._data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        atomic_write(self.path, text.encode("utf-8"))
+
+
+def _check_name(name: str) -> None:
+    if not name.strip() or len(name) > 100:
+        raise SettingsError("a profile name must be 1 to 100 characters and not only spaces")
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))

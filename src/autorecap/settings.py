@@ -1,0 +1,217 @@
+"""Every setting, declared once: name, type, default, allowed values and help.
+
+The names are the seeds' own (SPEC-NOTES §5), so settings interoperate with ST-Auto-Recap. The
+CLI, the API and the docs read this declaration; a bad value is a `SettingsError` that names the
+setting and what it accepts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from autorecap.errors import AutorecapError
+
+DEFAULT_RUNNING_TEMPLATE: Final = (
+    "# Story Memory\n\n"
+    "The following is a cumulative memory of key scenes and developments from the roleplay so "
+    "far.\n\n{{running_recap}}"
+)
+"""The seeds' default running-recap template (seed 001)."""
+DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
+
+Position = Literal[-1, 0, 1, 2]
+Role = Literal[0, 1, 2]
+POSITION_NAMES: Final = {-1: "none", 0: "in prompt", 1: "in chat", 2: "before prompt"}
+ROLE_NAMES: Final = {0: "system", 1: "user", 2: "assistant"}
+
+_Depth = Annotated[int, Field(ge=0, le=10_000)]
+
+
+class Settings(BaseModel):
+    """All of autorecap's settings with their defaults (SPEC-NOTES §5)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+
+    # --- enabling memory (global; seed 002, chat_enabled()) ---
+    default_chat_enabled: bool = Field(True, description="Memory is on in chats with no toggle.")
+    use_global_toggle_state: bool = Field(
+        False, description="One switch for every chat (global_toggle_state) instead of per chat."
+    )
+    global_toggle_state: bool = Field(True, description="The global switch, when it is used.")
+    chats_enabled: dict[str, bool] = Field(
+        default_factory=dict, description="Per-chat switches: chat id -> on/off."
+    )
+    disabled_group_characters: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Group id -> character keys whose messages are left out of memory.",
+    )
+    # --- which messages count (seed 002, check_message_exclusion) ---
+    include_user_messages: bool = Field(True, description="Recap the user's messages.")
+    include_system_messages: bool = Field(True, description="Recap hidden/system messages.")
+    include_narrator_messages: bool = Field(True, description="Recap narrator messages.")
+    message_length_threshold: int = Field(
+        0, ge=0, description="Messages shorter than this many tokens are not recapped."
+    )
+    # --- the short-term token budget (seed 003) ---
+    message_recap_context_limit: int = Field(
+        10, ge=0, description="Short-term memory budget: percent of context_size, or tokens."
+    )
+    message_recap_context_type: Literal["percent", "absolute"] = Field(
+        "percent", description="How message_recap_context_limit is read."
+    )
+    context_size: int = Field(8192, ge=256, le=10_000_000, description="Context size in tokens.")
+    tokenizer: Literal["cl100k", "o200k", "llama3", "qwen3", "bytes"] = Field(
+        "cl100k", description="Tokenizer for every count ('bytes' is SillyTavern's estimate)."
+    )
+    # --- the running scene recap injection (seeds 000-002) ---
+    running_scene_recap_position: Position = Field(
+        2, description="-1 none, 0 in prompt (after main), 1 in chat (at depth), 2 before prompt."
+    )
+    running_scene_recap_depth: _Depth = Field(2, description="Depth for position 1 (in chat).")
+    running_scene_recap_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
+    running_scene_recap_scan: bool = Field(False, description="Let World Info scan the recap.")
+    running_scene_recap_template: str = Field(
+        DEFAULT_RUNNING_TEMPLATE, description="Injection text; {{running_recap}} is the recap."
+    )
+    running_scene_recap_exclude_latest: int = Field(
+        1, ge=0, description="Latest scenes left out of the running recap until later."
+    )
+    running_scene_recap_max_tokens: int = Field(
+        2000, ge=50, description="Cap on the running recap's length in tokens."
+    )
+    # --- the short-term message recap injection (SPEC-NOTES §4.4; off by default) ---
+    message_recap_injection_enabled: bool = Field(
+        False, description="Also inject the included message recaps."
+    )
+    message_recap_template: str = Field(
+        DEFAULT_MESSAGE_TEMPLATE, description="Injection text; {{memories}} is the recaps."
+    )
+    message_recap_position: Position = Field(1, description="Like running_scene_recap_position.")
+    message_recap_depth: _Depth = Field(4, description="Depth for position 1 (in chat).")
+    message_recap_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
+    message_recap_scan: bool = Field(False, description="Let World Info scan the recaps.")
+    # --- auto-hide and scenes (seed 003) ---
+    auto_hide_scene_count: int = Field(
+        2, ge=-1, description="Keep the last N scenes visible; 0 hides all, -1 turns it off."
+    )
+    auto_scene_break_on_load: bool = Field(False, description="Detect scene breaks on load.")
+    auto_scene_break_on_new_message: bool = Field(
+        True, description="Detect scene breaks as messages arrive."
+    )
+    auto_scene_break_message_offset: int = Field(
+        2, ge=0, description="Newest messages left unchecked by scene detection."
+    )
+    auto_scene_break_minimum_scene_length: int = Field(
+        10, ge=1, description="Fewest messages in a scene."
+    )
+    # --- jobs and timing ---
+    max_retries: int = Field(5, ge=0, le=100, description="Retries of a failing recap job.")
+    save_debounce_ms: int = Field(1000, ge=0, description="Debounce of chat saves (seed 004).")
+    refresh_debounce_ms: int = Field(300, ge=0, description="Debounce of memory refreshes.")
+
+
+SETTING_NAMES: Final[tuple[str, ...]] = tuple(Settings.model_fields)
+GLOBAL_KEYS: Final = frozenset(
+    {"use_global_toggle_state", "global_toggle_state", "chats_enabled", "disabled_group_characters"}
+)
+"""Settings that belong to the installation, not to a profile."""
+
+
+class SettingsError(AutorecapError):
+    """A setting name or value that autorecap does not accept."""
+
+
+def allowed_values(key: str) -> str:
+    """What a setting accepts, in words ("one of: percent, absolute", "a whole number >= 0")."""
+    field = _field(key)
+    annotation = field.annotation
+    if get_origin(annotation) is Literal:
+        choices = ", ".join(str(v) for v in get_args(annotation))
+        return f"one of: {choices}"
+    if annotation is bool:
+        return "true or false"
+    if annotation is int:
+        low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+        high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+        if low is not None and high is not None:
+            return f"a whole number from {low} to {high}"
+        if low is not None:
+            return f"a whole number >= {low}"
+        return "a whole number"
+    if annotation is str:
+        return "text"
+    return "a JSON object"
+
+
+def validate_setting(key: str, value: Any) -> Any:
+    """Check one value for one setting; return it converted to the setting's type."""
+    _field(key)
+    try:
+        probe = Settings.model_validate({key: value})
+    except ValidationError as error:
+        raise SettingsError(
+            f"setting {key!r} must be {allowed_values(key)} (got {value!r})"
+        ) from _first(error)
+    return getattr(probe, key)
+
+
+def parse_setting_value(key: str, text: str) -> Any:
+    """Read a value typed on the command line (`true`, `12`, `percent`, `{"a": 1}`)."""
+    field = _field(key)
+    value: Any = text
+    if field.annotation is bool:
+        lowered = text.strip().lower()
+        truthy = {"true", "on", "yes", "1"}
+        falsy = {"false", "off", "no", "0"}
+        if lowered in truthy | falsy:
+            value = lowered in truthy
+    elif field.annotation is not str:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+    return validate_setting(key, value)
+
+
+def make_settings(values: dict[str, Any]) -> Settings:
+    """Build settings from stored values, naming the first bad one if there is one."""
+    unknown = [key for key in values if key not in Settings.model_fields]
+    if unknown:
+        raise SettingsError(
+            f"unknown setting {unknown[0]!r}: see `autorecap settings` for the list"
+        )
+    for key, value in values.items():
+        validate_setting(key, value)
+    return Settings.model_validate(values)
+
+
+def require_setting(key: str) -> None:
+    """Raise `SettingsError` (with a suggestion) unless `key` names a setting."""
+    _field(key)
+
+
+def chat_enabled(settings: Settings, chat_id: str) -> bool:
+    """Seed 002's `chat_enabled()`: the global switch when in use, else the chat's own switch,
+    else `default_chat_enabled`."""
+    if settings.use_global_toggle_state:
+        return settings.global_toggle_state
+    state = settings.chats_enabled.get(chat_id)
+    return settings.default_chat_enabled if state is None else state
+
+
+def _field(key: str) -> Any:
+    field = Settings.model_fields.get(key)
+    if field is None:
+        close = difflib.get_close_matches(key, SETTING_NAMES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SettingsError(f"unknown setting {key!r}{hint}: see `autorecap settings` for the list")
+    return field
+
+
+def _first(error: ValidationError) -> Exception | None:
+    errors = error.errors()
+    return ValueError(errors[0]["msg"]) if errors else None

@@ -1,0 +1,204 @@
+"""The SQLite store: migrations, import/export byte for byte, stable ids, one-row saves."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from autorecap import read_chat, set_data
+from autorecap.stfiles.jsonl import parse_chat
+from autorecap.store import SQLiteStore, StoreError
+from autorecap.store.migrations import MIGRATIONS, apply_migrations, schema_version
+from autorecap.testing import generate_chat
+from tests.conftest import fixture_files
+
+HEADER = b'{"chat_metadata":{},"user_name":"unused","character_name":"unused"}'
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    opened = SQLiteStore(tmp_path / "store.db")
+    yield opened  # type: ignore[misc]
+    opened.close()
+
+
+def test_migrations_from_an_empty_database(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "empty.db", isolation_level=None)
+    assert schema_version(db) == 0
+    assert apply_migrations(db) == [m.number for m in MIGRATIONS]
+    assert schema_version(db) == MIGRATIONS[-1].number
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"chats", "messages", "kept_lines"} <= tables
+    assert apply_migrations(db) == []  # applied once only
+
+
+def test_migrations_from_the_oldest_schema(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
+    assert apply_migrations(db, until=1) == [1]
+    assert apply_migrations(db) == [m.number for m in MIGRATIONS if m.number > 1]
+
+
+def test_a_failing_migration_leaves_no_partial_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autorecap.store import migrations
+
+    def broken(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE half (x)")
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", (migrations.Migration(1, "broken", broken),))
+    db = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
+    with pytest.raises(RuntimeError):
+        migrations.apply_migrations(db)
+    assert schema_version(db) == 0
+    assert db.execute("SELECT name FROM sqlite_master WHERE name='half'").fetchone() is None
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA user_version = 999")
+    db.close()
+    with pytest.raises(StoreError, match="schema version 999, newer than this autorecap"):
+        SQLiteStore(path)
+
+
+def test_store_is_wal_in_autorecap_home(home: Path) -> None:
+    store = SQLiteStore()
+    assert store.path == home / "autorecap.db"
+    mode = store._db.execute("PRAGMA journal_mode").fetchone()[0]
+    store.close()
+    assert mode == "wal"
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: p.name)
+def test_import_then_export_gives_the_file_back_byte_for_byte(
+    store: SQLiteStore, path: Path
+) -> None:
+    chat = read_chat(path)
+    info = store.import_chat(chat, source=str(path))
+    assert info.id == path.name.removesuffix(".jsonl")
+    assert store.export_chat(info.id) == path.read_bytes()
+
+
+def test_kept_lines_survive_the_store(store: SQLiteStore) -> None:
+    data = HEADER + b'\r\n\n{"mes":"a"}\r\n{bad\r\n{"mes":"b"}\r\n'
+    store.import_chat(parse_chat(b"\xef\xbb\xbf" + data, chat_id="k", lenient=True))
+    assert store.export_chat("k") == b"\xef\xbb\xbf" + data
+    chat = store.load_chat("k")
+    del chat.messages[0]
+    store.save(chat, structure=True)
+    assert (
+        store.export_chat("k") == b"\xef\xbb\xbf" + HEADER + b"\r\n\n{bad\r\n" + b'{"mes":"b"}\r\n'
+    )
+
+
+def test_an_id_already_taken_is_an_error_unless_replace(store: SQLiteStore) -> None:
+    chat = parse_chat(HEADER + b'\n{"mes":"a"}', chat_id="c")
+    store.import_chat(chat)
+    with pytest.raises(StoreError, match="'c' is already stored: pass --replace"):
+        store.import_chat(chat)
+    other = parse_chat(HEADER + b'\n{"mes":"b"}', chat_id="c")
+    store.import_chat(other, replace=True)
+    assert store.load_chat("c").messages[0]["mes"] == "b"
+    store.import_chat(other, chat_id="c2")
+    assert sorted(i.id for i in store.list_chats()) == ["c", "c2"]
+
+
+def test_unknown_chat_errors(store: SQLiteStore) -> None:
+    for action in (store.load_chat, store.export_chat, store.delete_chat):
+        with pytest.raises(StoreError, match="no stored chat with id 'ghost'"):
+            action("ghost")
+
+
+def test_message_ids_never_change(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(20, seed=1, chat_id="g"))
+    chat = store.load_chat("g")
+    ids = [m.id for m in chat.messages]
+    assert all(isinstance(i, int) for i in ids)
+    assert len(set(ids)) == 20
+    del chat.messages[3]
+    set_data(chat.messages[10], "memory", "edited")
+    chat.append({"name": "New", "mes": "new"})
+    store.save(chat, changed=[chat.messages[10]], structure=True)
+    again = store.load_chat("g")
+    assert [m.id for m in again.messages[:19]] == ids[:3] + ids[4:]
+    assert again.messages[19].id not in ids
+    assert again.messages[19].id == chat.messages[19].id
+    # Inserting at the front renumbers positions, never ids.
+    again.messages.insert(0, again.adopt({"name": "First", "mes": "first"}))
+    store.save(again, structure=True)
+    third = store.load_chat("g")
+    assert [m.id for m in third.messages[1:]] == [m.id for m in again.messages[1:]]
+    assert third.messages[0]["mes"] == "first"
+
+
+def test_one_set_data_writes_one_row(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(200, seed=2, chat_id="g"))
+    chat = store.load_chat("g")
+    message = chat.messages[100]
+    set_data(message, "memory", "one change")
+    changes_before = store._db.total_changes
+    assert store.save(chat, changed=[message]) == 1
+    assert store._db.total_changes - changes_before == 1
+    assert store.load_chat("g").messages[100]["extra"]["auto_recap_memory"]["memory"] == (
+        "one change"
+    )
+
+
+def test_unchanged_messages_store_no_json(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(30, seed=3, chat_id="g"))
+    stored = store._db.execute("SELECT COUNT(*) FROM messages WHERE data IS NOT NULL").fetchone()
+    assert stored[0] == 0
+
+
+def test_a_failed_save_writes_nothing(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.import_chat(generate_chat(10, seed=4, chat_id="g"))
+    chat = store.load_chat("g")
+    for message in chat.messages[:5]:
+        set_data(message, "memory", "part of one logical write")
+    from autorecap.store import sqlite as sqlite_module
+
+    calls = {"n": 0}
+    real = sqlite_module._changed_message_json
+
+    def fail_on_third(message: object) -> str | None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full")
+        return real(message)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_module, "_changed_message_json", fail_on_third)
+    with pytest.raises(OSError, match="disk full"):
+        store.save(chat, changed=chat.messages[:5])
+    monkeypatch.undo()
+    reloaded = store.load_chat("g")
+    assert all("auto_recap_memory" not in (m.get("extra") or {}) for m in reloaded.messages)
+
+
+def test_header_changes_are_saved(store: SQLiteStore) -> None:
+    store.import_chat(parse_chat(HEADER + b'\n{"mes":"a"}', chat_id="c"))
+    chat = store.load_chat("c")
+    chat.metadata["auto_recap_running_scene_recaps"] = {"current_version": 0, "versions": []}
+    store.save(chat, header=True)
+    assert store.load_chat("c").metadata["auto_recap_running_scene_recaps"]["versions"] == []
+    assert store.export_chat("c").startswith(b'{"chat_metadata":{"auto_recap_running_scene')
+
+
+def test_lone_surrogates_are_stored(store: SQLiteStore) -> None:
+    store.import_chat(parse_chat(HEADER + b'\n{"mes":"a"}', chat_id="c"))
+    chat = store.load_chat("c")
+    chat.messages[0]["mes"] = "broken \ud800 pair"
+    store.save(chat, changed=[chat.messages[0]])
+    assert store.load_chat("c").messages[0]["mes"] == "broken \ud800 pair"
+    assert store.export_chat("c").endswith(b'{"mes":"broken \\ud800 pair"}')
+
+
+def test_delete_chat(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(5, seed=5, chat_id="g"))
+    store.delete_chat("g")
+    assert not store.has_chat("g")
+    assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
