@@ -78,7 +78,7 @@ def test_chats_with_an_explicit_database(
 ) -> None:
     db = tmp_path / "other.db"
     run(capsys, "import", "--db", str(db), str(fixtures_dir / "handmade/group.jsonl"))
-    code, out, _ = run(capsys, "chats", "--db", str(db))
+    _code, out, _ = run(capsys, "chats", "--db", str(db))
     assert "group" in out
     _code, out, _ = run(capsys, "chats")
     assert "no stored chats yet" in out
