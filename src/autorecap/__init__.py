@@ -3,6 +3,7 @@
 The public API is what `__all__` lists; everything else is internal.
 """
 
+from autorecap.autosave import OpenChat, open_chat
 from autorecap.core.data import (
     INCLUDED,
     NAMESPACE,
@@ -26,9 +27,12 @@ from autorecap.errors import (
     TokenizerError,
 )
 from autorecap.paths import autorecap_home
+from autorecap.profiles import Profiles
 from autorecap.sample import sample_chat_path
+from autorecap.settings import Settings, SettingsError, chat_enabled
 from autorecap.stfiles.check import CheckReport, check_chat_file
 from autorecap.stfiles.jsonl import read_chat, write_chat
+from autorecap.store import ChatStore, SQLiteStore, StoreError
 
 __version__ = "0.1.0"
 
@@ -39,14 +43,22 @@ __all__ = [
     "AutorecapError",
     "Chat",
     "ChatFileError",
+    "ChatStore",
     "CheckReport",
     "LineProblem",
     "Message",
     "MessageDataError",
+    "OpenChat",
+    "Profiles",
+    "SQLiteStore",
+    "Settings",
+    "SettingsError",
+    "StoreError",
     "TokenCounter",
     "TokenizerError",
     "__version__",
     "autorecap_home",
+    "chat_enabled",
     "check_chat_file",
     "clear_memory",
     "count_tokens",
@@ -55,6 +67,7 @@ __all__ = [
     "get_memory",
     "get_previous_swipe_memory",
     "has_data",
+    "open_chat",
     "read_chat",
     "sample_chat_path",
     "select_swipe",

@@ -59,7 +59,7 @@ class OpenChat:
         self._header_dirty = False
         self._timer: threading.Timer | None = None
         self._closed = False
-        self._saved_order = [id(m) for m in chat.messages]
+        self._saved_order = list(map(id, chat.messages))
         self._saved_header = dumps_canonical(chat.header)
         chat.on_change = self._changed
         _OPEN.add(self)
@@ -104,7 +104,7 @@ class OpenChat:
             header_now = dumps_canonical(self.chat.header)
             header = self._header_dirty or header_now != self._saved_header
             self._header_dirty = False
-            order_now = [id(m) for m in self.chat.messages]
+            order_now = list(map(id, self.chat.messages))
             structure = order_now != self._saved_order
             if not (dirty or header or structure or full):
                 return 0
