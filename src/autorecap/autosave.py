@@ -61,7 +61,7 @@ class OpenChat:
         self._closed = False
         self._saved_order = list(map(id, chat.messages))
         self._saved_header = dumps_canonical(chat.header)
-        chat.on_change = self._changed
+        chat.listeners.append(self._changed)
         _OPEN.add(self)
 
     # --- the chat ----------------------------------------------------------------------------
@@ -132,7 +132,8 @@ class OpenChat:
             finally:
                 self._closed = True
                 self._cancel_timer()
-                self.chat.on_change = None
+                if self._changed in self.chat.listeners:
+                    self.chat.listeners.remove(self._changed)
                 _OPEN.discard(self)
 
     def __enter__(self) -> OpenChat:

@@ -344,7 +344,7 @@ def test_untouched_legacy_messages_keep_their_bytes(tmp_path: Path) -> None:
 def test_writes_notify_the_chat_they_belong_to() -> None:
     chat = Chat([{"name": "A", "mes": "one"}])
     seen: list[Message | None] = []
-    chat.on_change = seen.append
+    chat.listeners.append(seen.append)
     set_data(chat.messages[0], "memory", "m")
     edit_memory(chat.messages[0], "n")
     select_swipe(chat.append(swiped(0)), 1)

@@ -60,6 +60,16 @@ def update_data(message: dict[str, Any] | None, values: Mapping[str, Any]) -> No
     _after_write(message, namespace)  # type: ignore[arg-type]
 
 
+def delete_data(message: dict[str, Any] | None, key: str) -> None:
+    """Remove `key` from the message's namespace (and the active swipe's copy)."""
+    if message is not None and not has_data(message, key):
+        return
+    namespace = _writable_namespace(message, "delete_data")
+    if key in namespace:
+        del namespace[key]
+        _after_write(message, namespace)  # type: ignore[arg-type]
+
+
 def get_memory(message: Mapping[str, Any] | None) -> str:
     """The message's recap with its prefill in front (`""` when it has no recap)."""
     memory = get_data(message, "memory")

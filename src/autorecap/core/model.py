@@ -184,8 +184,9 @@ class Chat:
         self.path = path
         self.messages: list[Message] = []
         self.layout = FileLayout()
-        self.on_change: Callable[[Message | None], None] | None = None
-        """Called after autorecap's data API changes a message of this chat (autosave hook)."""
+        self.listeners: list[Callable[[Message | None], None]] = []
+        """Called after autorecap's data API changes a message of this chat (None: the header
+        or the message list): how autosave and the memory caches learn of changes."""
         for message in messages:
             self.append(message)
 
@@ -242,9 +243,10 @@ class Chat:
         return f"Chat(id={self.id!r}, messages={len(self.messages)})"
 
     def notify_change(self, message: Message | None) -> None:
-        """Tell the owner of this chat (autosave) that `message` (or the metadata) changed."""
-        if self.on_change is not None:
-            self.on_change(message)
+        """Tell the listeners (autosave, memory caches) that `message` (or, with None, the
+        header or the message list) changed."""
+        for listener in self.listeners:
+            listener(message)
 
 
 def _js_string(value: Any) -> str:

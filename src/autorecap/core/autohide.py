@@ -1,0 +1,82 @@
+"""Auto-hide by scene count (seed 003; the exact rule is SPEC-NOTES §4.6).
+
+With N = `auto_hide_scene_count` and the visible scene breaks at b1 < ... < bk: if k >= N >= 1,
+every message with index <= b(k-N+1) is hidden; N = 0 hides everything up to and including the
+last break; N = -1 turns auto-hide off. Hiding sets `is_system: true` and marks the message
+`auto_hidden` in its namespace; a message auto-hide hid is unhidden (and unmarked) as soon as the
+rule stops covering it; a message the user hid (no mark) is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autorecap.core.data import delete_data, get_data, set_data
+from autorecap.core.model import Message
+
+MARK = "auto_hidden"
+
+
+def is_visible_break(message: Message) -> bool:
+    """A scene break that counts for auto-hide: marked, and not made invisible."""
+    return (
+        bool(get_data(message, "scene_break"))
+        and get_data(message, "scene_break_visible") is not False
+    )
+
+
+def visible_breaks(messages: Sequence[Message]) -> list[int]:
+    """Indexes of the visible scene breaks, in order."""
+    return [i for i, m in enumerate(messages) if is_visible_break(m)]
+
+
+def hide_boundary(breaks: Sequence[int], scene_count: int) -> int:
+    """The last index auto-hide hides (-1: none), per SPEC-NOTES §4.6."""
+    if scene_count < 0 or not breaks:
+        return -1
+    if scene_count == 0:
+        return breaks[-1]
+    k = len(breaks)
+    if k < scene_count:
+        return -1
+    return breaks[k - scene_count]
+
+
+@dataclass(frozen=True)
+class HideChange:
+    """One contiguous range whose hidden state changed (the seeds' batch /hide and /unhide)."""
+
+    start: int
+    end: int
+    hidden: bool
+
+
+def apply_auto_hide(
+    messages: Sequence[Message], boundary: int, *, start: int = 0, end: int | None = None
+) -> list[HideChange]:
+    """Bring messages `start..end-1` in line with `boundary`: hide (and mark) those at or before
+    it that are visible, unhide those after it that auto-hide hid. Returns the changed ranges."""
+    stop = len(messages) if end is None else min(end, len(messages))
+    changes: list[HideChange] = []
+    for index in range(max(0, start), stop):
+        message = messages[index]
+        if index <= boundary:
+            if message.is_hidden:
+                continue
+            message["is_system"] = True
+            set_data(message, MARK, True)
+            _extend(changes, index, hidden=True)
+        elif get_data(message, MARK):
+            message["is_system"] = False
+            delete_data(message, MARK)
+            _extend(changes, index, hidden=False)
+    return changes
+
+
+def _extend(changes: list[HideChange], index: int, *, hidden: bool) -> None:
+    last = changes[-1] if changes else None
+    if last is not None and last.hidden == hidden and last.end == index - 1:
+        changes[-1] = HideChange(last.start, index, hidden)
+    else:
+        changes.append(HideChange(index, index, hidden))

@@ -1,0 +1,299 @@
+"""`refresh_memory()` and its stages (seeds 000-003): auto-hide, `chat_enabled()`, inclusion
+flags, the running recap through its template, and the extension prompt slots.
+
+The seed recomputes everything on every refresh and re-tokenizes a growing concatenation, which
+is quadratic in the chat's length. Here the result is the same (SPEC-NOTES §4.2) but:
+- token counts are cached per text, and the count of a join is the sum of its parts' counts plus
+  one per `\\n` separator, so the budget walk is linear;
+- flags are written only where they change (a missing flag reads as None, like a null one);
+- a `MemoryState` remembers what the last refresh found, so a refresh after one new message only
+  walks the messages whose recaps fit the budget, not the whole chat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from autorecap.core import running
+from autorecap.core.autohide import HideChange, apply_auto_hide, hide_boundary, is_visible_break
+from autorecap.core.data import INCLUDED, get_data, get_memory, set_data
+from autorecap.core.model import Chat, Message
+from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts, Position
+from autorecap.core.tokens import TokenCounter
+from autorecap.settings import Settings, chat_enabled
+
+
+def short_token_limit(settings: Settings) -> int:
+    """Seed 003's `get_short_token_limit()`: a percent of the context, or an absolute count."""
+    if settings.message_recap_context_type == "percent":
+        return settings.context_size * settings.message_recap_context_limit // 100
+    return settings.message_recap_context_limit
+
+
+def check_message_exclusion(
+    message: Message | None,
+    settings: Settings,
+    counter: TokenCounter,
+    group_id: str | None = None,
+) -> bool:
+    """Seed 002's `check_message_exclusion()`: True when the message may be recapped and
+    included; the eight criteria in the seed's order."""
+    if message is None:
+        return False
+    if get_data(message, "is_auto_recap_system_memory"):
+        return False
+    if get_data(message, "exclude"):
+        return False
+    if not settings.include_user_messages and message.get("is_user"):
+        return False
+    if message.get("is_thoughts"):  # the Stepped Thinking extension's messages
+        return False
+    if not settings.include_system_messages and message.get("is_system"):
+        return False
+    if not settings.include_narrator_messages and message.is_narrator:
+        return False
+    if not character_enabled(message.character_key, settings, group_id):
+        return False
+    threshold = settings.message_length_threshold
+    if threshold > 0:
+        text = message.get("mes")
+        # SillyTavern's getTokenCount counts strings only: anything else is 0 tokens.
+        tokens = counter.count(text) if isinstance(text, str) else 0
+        if tokens < threshold:
+            return False
+    return True
+
+
+def character_enabled(key: str, settings: Settings, group_id: str | None) -> bool:
+    """False for a character disabled in this group chat (`disabled_group_characters`)."""
+    if group_id is None:
+        return True
+    disabled = settings.disabled_group_characters.get(group_id)
+    return not disabled or key not in disabled
+
+
+@dataclass
+class MemoryState:
+    """What the last refresh of one chat found, so that the next one can be incremental.
+
+    Derived data only: throwing it away (`invalidate`) costs one full refresh, never correctness.
+    """
+
+    valid: bool = False
+    break_ids: set[int] = field(default_factory=set)
+    """`id()` of the messages that are visible scene breaks."""
+    breaks: list[int] = field(default_factory=list)
+    """Their indexes, in order."""
+    hidden_upto: int = -1
+    """The auto-hide boundary last applied (-1: nothing hidden by auto-hide)."""
+    hide_count: int = -2
+    """The `auto_hide_scene_count` it was applied with."""
+    message_count: int = 0
+    anchor: Message | None = None
+    """The message that was last when the state was taken: if it moved, the list changed."""
+    included: dict[int, Message] = field(default_factory=dict)
+    """Messages whose `include` flag is set, by `id()`."""
+    touched: dict[int, Message] = field(default_factory=dict)
+    """Messages changed from outside since the last refresh (rechecked next time)."""
+    settings_key: str = ""
+
+    def invalidate(self) -> None:
+        """Forget everything: the next refresh is a full one."""
+        self.valid = False
+        self.touched.clear()
+
+    def touch(self, message: Message | None) -> None:
+        """A message (None: the message list) changed outside refresh_memory()."""
+        if message is None:
+            self.invalidate()
+        elif self.valid:
+            self.touched[id(message)] = message
+
+
+@dataclass
+class RefreshResult:
+    """What one `refresh_memory()` did."""
+
+    text: str
+    """The scene injection text it registered (the seed's return value)."""
+    enabled: bool
+    included: list[Message] = field(default_factory=list)
+    """Messages in short-term memory, oldest first."""
+    hide_changes: list[HideChange] = field(default_factory=list)
+    flags_written: int = 0
+    full: bool = False
+    short_text: str = ""
+
+
+def refresh_memory(
+    chat: Chat,
+    settings: Settings,
+    slots: ExtensionPrompts,
+    counter: TokenCounter,
+    *,
+    state: MemoryState | None = None,
+    group_id: str | None = None,
+) -> RefreshResult:
+    """Seed 000's `refresh_memory()`, stage by stage. With a `state`, only what can have changed
+    since the last refresh is recomputed."""
+    state = state if state is not None else MemoryState()
+    full = _prepare(chat, settings, state)
+    # 1. auto-hide (seed 003)
+    hide_changes = _auto_hide(chat.messages, settings, state)
+    # 2. chat_enabled(): when disabled, the slot is set to "" and "" is returned (seed 000)
+    if not chat_enabled(settings, chat.id):
+        slots.set(SCENE_KEY, "", Position.IN_PROMPT, 0)
+        if SHORT_KEY in slots:
+            slots.set(SHORT_KEY, "", Position.IN_PROMPT, 0)
+        state.touched.clear()
+        return RefreshResult("", False, hide_changes=hide_changes, full=full)
+    # 3. inclusion flags (seed 002)
+    included, written = update_inclusion_flags(chat.messages, settings, counter, state, group_id)
+    state.valid = True
+    # 4-5. the running recap through its template, registered in its slot
+    text = running.injection_text(chat, settings.running_scene_recap_template)
+    slots.set(
+        SCENE_KEY,
+        text,
+        settings.running_scene_recap_position,
+        settings.running_scene_recap_depth,
+        settings.running_scene_recap_scan,
+        settings.running_scene_recap_role,
+    )
+    # the short-term tier (SPEC-NOTES §4.4): opt-in
+    short_text = ""
+    if settings.message_recap_injection_enabled:
+        short_text = short_term_text(included, settings.message_recap_template)
+        slots.set(
+            SHORT_KEY,
+            short_text,
+            settings.message_recap_position,
+            settings.message_recap_depth,
+            settings.message_recap_scan,
+            settings.message_recap_role,
+        )
+    elif SHORT_KEY in slots:
+        slots.set(SHORT_KEY, "", settings.message_recap_position, settings.message_recap_depth)
+    return RefreshResult(text, True, included, hide_changes, written, full, short_text)
+
+
+def short_term_text(included: Sequence[Message], template: str) -> str:
+    """The included message recaps, oldest first, one per line, through the template."""
+    memories = "\n".join(get_memory(m) for m in included)
+    if not memories:
+        return ""
+    if not template.strip():
+        return memories
+    return template.replace("{{memories}}", memories)
+
+
+def update_inclusion_flags(
+    messages: Sequence[Message],
+    settings: Settings,
+    counter: TokenCounter,
+    state: MemoryState | None = None,
+    group_id: str | None = None,
+) -> tuple[list[Message], int]:
+    """Seed 002's `update_message_inclusion_flags()`: newest to oldest, skip excluded messages,
+    include recaps while their join fits the short-term limit, and nothing older once one does
+    not fit. Returns the included messages (oldest first) and the number of flags written.
+
+    Only the walk up to the first recap that does not fit is needed: everything older is None.
+    Messages flagged by earlier refreshes (`state.included`) that the walk did not reach are
+    cleared; a full walk (no valid state) visits every message.
+    """
+    limit = short_token_limit(settings)
+    walk_all = state is None or not state.valid
+    included: list[Message] = []
+    visited: set[int] = set()
+    written = 0
+    total = 0
+    reached = False
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if reached and not walk_all:
+            break
+        visited.add(id(message))
+        wanted: str | None = None
+        if not reached and check_message_exclusion(message, settings, counter, group_id):
+            memory = get_memory(message)
+            if memory:
+                cost = counter.count(memory) + (1 if included else 0)
+                if total + cost > limit:
+                    reached = True
+                else:
+                    total += cost
+                    wanted = INCLUDED
+                    included.append(message)
+        written += _write_flag(message, wanted)
+    if state is not None:
+        stale = [m for key, m in state.included.items() if key not in visited]
+        stale += [m for key, m in state.touched.items() if key not in visited]
+        for message in stale:
+            written += _write_flag(message, None)
+        state.included = {id(m): m for m in included}
+        state.touched.clear()
+    included.reverse()
+    return included, written
+
+
+def _write_flag(message: Message, wanted: str | None) -> int:
+    if get_data(message, "include") == wanted:
+        return 0
+    set_data(message, "include", wanted)
+    return 1
+
+
+def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
+    """Decide between a full and an incremental refresh; returns True for a full one."""
+    key = settings.model_dump_json()
+    messages = chat.messages
+    count = len(messages)
+    known = state.message_count
+    if not (
+        state.valid
+        and key == state.settings_key
+        and count >= known
+        and (known == 0 or messages[known - 1] is state.anchor)
+    ):
+        state.valid = False
+    else:
+        # Messages changed from outside may have become (or stopped being) scene breaks.
+        for message in state.touched.values():
+            if is_visible_break(message) != (id(message) in state.break_ids):
+                state.valid = False
+                break
+    if state.valid:
+        # Only appended messages are new: check them for scene breaks.
+        for index in range(known, count):
+            if is_visible_break(messages[index]):
+                state.breaks.append(index)
+                state.break_ids.add(id(messages[index]))
+        state.message_count = count
+        state.anchor = messages[-1] if messages else None
+        return False
+    state.breaks = [i for i, m in enumerate(messages) if is_visible_break(m)]
+    state.break_ids = {id(messages[i]) for i in state.breaks}
+    state.hidden_upto = -1
+    state.hide_count = -2
+    state.message_count = count
+    state.anchor = messages[-1] if messages else None
+    state.settings_key = key
+    return True
+
+
+def _auto_hide(
+    messages: Sequence[Message], settings: Settings, state: MemoryState
+) -> list[HideChange]:
+    boundary = hide_boundary(state.breaks, settings.auto_hide_scene_count)
+    if state.hide_count == -2:
+        changes = apply_auto_hide(messages, boundary)  # a full pass
+    elif boundary == state.hidden_upto:
+        changes = []
+    else:
+        low, high = sorted((boundary, state.hidden_upto))
+        changes = apply_auto_hide(messages, boundary, start=low + 1, end=high + 1)
+    state.hidden_upto = boundary
+    state.hide_count = settings.auto_hide_scene_count
+    return changes

@@ -1,0 +1,462 @@
+"""A `Session`: one open chat with its settings, slots and memory, changed the way a frontend
+changes it. Every change fires the seeds' event, and the seeds' handlers (seed 002) run.
+
+```python
+with autorecap.Session("Captain Mira - 2026-03-02@18h11m40s") as session:
+    session.send("We sail at dawn.")
+    session.receive("*Mira nods.* Dawn it is.")
+    session.slots.value("auto_recap_memory_scene")   # what goes into the next prompt
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from autorecap.autosave import OpenChat, open_chat
+from autorecap.core import running
+from autorecap.core.data import clear_memory, select_swipe, set_data
+from autorecap.core.events import Clock, Debouncer, Event, ThreadClock
+from autorecap.core.memory import MemoryState, RefreshResult, refresh_memory
+from autorecap.core.model import Chat, Message
+from autorecap.core.slots import ExtensionPrompts
+from autorecap.core.tokens import TokenCounter, get_counter
+from autorecap.errors import AutorecapError
+from autorecap.profiles import Profiles
+from autorecap.settings import Settings, chat_enabled
+from autorecap.store.base import ChatStore
+
+log = logging.getLogger("autorecap")
+
+Listener = Callable[[Event, int | None], None]
+
+
+class SessionError(AutorecapError):
+    """A session operation on a message that does not exist, or a closed session."""
+
+
+class Session:
+    """One chat, open, with its memory kept up to date. See the module docstring.
+
+    `target` is a chat file, the id of a stored chat, an `OpenChat`, or a `Chat` (then nothing
+    is saved: a dry run, as `autorecap inject` does).
+    """
+
+    def __init__(
+        self,
+        target: str | Path | OpenChat | Chat,
+        *,
+        store: ChatStore | None = None,
+        profiles: Profiles | None = None,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        character_key: str | None = None,
+        group_id: str | None = None,
+        save_debounce_ms: int | None = None,
+    ) -> None:
+        self.profiles = profiles if profiles is not None else Profiles()
+        self.clock: Clock = clock if clock is not None else ThreadClock()
+        self._fixed_settings = settings
+        self.open: OpenChat | None
+        if isinstance(target, Chat):
+            self.open, self.chat = None, target
+        elif isinstance(target, OpenChat):
+            self.open, self.chat = target, target.chat
+        else:
+            probe = settings or self.profiles.settings_for(str(target))
+            debounce = save_debounce_ms if save_debounce_ms is not None else probe.save_debounce_ms
+            self.open = open_chat(target, store=store, debounce_ms=debounce)
+            self.chat = self.open.chat
+        self.character_key = character_key or _character_key(self.chat)
+        self.group_id = (
+            group_id if group_id is not None else (self.chat.id if self.chat.is_group else None)
+        )
+        self.slots = ExtensionPrompts()
+        self.state = MemoryState()
+        self.settings = self._load_settings()
+        self.counter: TokenCounter = get_counter(self.settings.tokenizer)
+        self.last_injection = ""
+        self.last_result: RefreshResult | None = None
+        self.refreshes = 0
+        self.warnings: list[str] = []
+        self._lock = threading.RLock()
+        self._refreshing = False
+        self._listeners: dict[Event, list[Listener]] = {}
+        self._debounced = Debouncer(
+            self.clock, self.settings.refresh_debounce_ms / 1000, self._debounced_refresh
+        )
+        self.chat.listeners.append(self._on_change)
+        from_file = self.open is not None and self.open.path is not None
+        warning = running.adopt_chat_id(self.chat, from_file=from_file)
+        if warning:
+            self.warnings.append(warning)
+            log.warning(warning)
+        self._fire(Event.CHAT_CHANGED, None)
+
+    # --- the chat ----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The chat id."""
+        return self.chat.id
+
+    @property
+    def messages(self) -> list[Message]:
+        """The chat's messages."""
+        return self.chat.messages
+
+    @property
+    def enabled(self) -> bool:
+        """Seed 002's `chat_enabled()` for this chat."""
+        return chat_enabled(self.settings, self.chat.id)
+
+    def on(self, event: Event | str, listener: Listener) -> None:
+        """Call `listener(event, message_index)` whenever `event` fires (after the seeds'
+        handler ran)."""
+        self._listeners.setdefault(Event(event), []).append(listener)
+
+    # --- changing the chat the way a frontend does ---------------------------------------------
+
+    def send(self, text: str, *, name: str | None = None) -> Message:
+        """The user sends a message: append it, fire `message_sent`."""
+        message = {
+            "name": name or _user_name(self.chat),
+            "is_user": True,
+            "is_system": False,
+            "send_date": self._iso_now(),
+            "mes": text,
+            "extra": {},
+        }
+        return self._append(message, Event.MESSAGE_SENT)
+
+    def receive(
+        self, text: str, *, name: str | None = None, extra: dict[str, Any] | None = None
+    ) -> Message:
+        """A character's reply arrives: append it (with its first swipe), fire
+        `message_received`."""
+        now = self._iso_now()
+        message = {
+            "name": name or _character_name(self.chat),
+            "is_user": False,
+            "is_system": False,
+            "send_date": now,
+            "mes": text,
+            "extra": dict(extra or {}),
+            "swipe_id": 0,
+            "swipes": [text],
+            "swipe_info": [
+                {
+                    "send_date": now,
+                    "gen_started": now,
+                    "gen_finished": now,
+                    "extra": dict(extra or {}),
+                }
+            ],
+        }
+        return self._append(message, Event.MESSAGE_RECEIVED)
+
+    def edit_message(self, index: int, text: str) -> Message:
+        """The user edits a message's text (and its active swipe): fire `message_edited`."""
+        with self._lock:
+            message = self._message(index)
+            message["mes"] = text
+            swipes = message.get("swipes")
+            swipe_id = message.swipe_id
+            if isinstance(swipes, list) and swipe_id is not None and 0 <= swipe_id < len(swipes):
+                swipes[swipe_id] = text
+            self.chat.notify_change(message)
+            self._fire(Event.MESSAGE_EDITED, index)
+            return message
+
+    def delete_message(self, index: int) -> Message:
+        """The user deletes a message: fire `message_deleted` (which cleans up running recap
+        versions whose scene is gone)."""
+        with self._lock:
+            message = self._message(index)
+            del self.chat.messages[index]
+            running.shift_after_deletion(self.chat, index)
+            self.state.invalidate()
+            self.chat.notify_change(None)
+            self._fire(Event.MESSAGE_DELETED, index)
+            return message
+
+    def swipe(self, index: int, *, to: int | None = None, text: str | None = None) -> Message:
+        """Swipe a message: to an existing swipe (`to`), or to a new one (`text`, the new
+        reply). Fires `message_swiped`; a new swipe starts with no recap (seed 002)."""
+        with self._lock:
+            message = self._message(index)
+            if (to is None) == (text is None):
+                raise SessionError("swipe to an existing swipe (to=N) or to a new one (text=...)")
+            if to is not None:
+                select_swipe(message, to)
+                self._fire(Event.MESSAGE_SWIPED, index)
+                return message
+            swipes = message.get("swipes")
+            if not isinstance(swipes, list):
+                swipes = message["swipes"] = [message.get("mes", "")]
+                message.setdefault(
+                    "swipe_info", [{"send_date": message.get("send_date"), "extra": {}}]
+                )
+            # SillyTavern moves swipe_id one past the last swipe before it generates: that is how
+            # the handler knows this is a new swipe.
+            message["swipe_id"] = len(swipes)
+            self._fire(Event.MESSAGE_SWIPED, index)
+            now = self._iso_now()
+            swipes.append(text)
+            message["mes"] = text
+            message["send_date"] = now
+            info = message.get("swipe_info")
+            if isinstance(info, list):
+                extra = message.get("extra")
+                info.append(
+                    {
+                        "send_date": now,
+                        "gen_started": now,
+                        "gen_finished": now,
+                        "extra": dict(extra) if isinstance(extra, dict) else {},
+                    }
+                )
+            self.chat.notify_change(message)
+            return message
+
+    def mark_scene_break(self, index: int, name: str | None = None) -> Message:
+        """End a scene at message `index` (and refresh: auto-hide counts scenes)."""
+        with self._lock:
+            message = self._message(index)
+            set_data(message, "scene_break", True)
+            set_data(message, "scene_break_visible", True)
+            if name is not None:
+                set_data(message, "scene_break_name", name)
+            self.refresh()
+            return message
+
+    def unmark_scene_break(self, index: int) -> Message:
+        """Remove the scene break at message `index`."""
+        with self._lock:
+            message = self._message(index)
+            set_data(message, "scene_break", False)
+            self.refresh()
+            return message
+
+    def load_more(self) -> None:
+        """Older messages were loaded into view: fire `more_messages_loaded`."""
+        self._fire(Event.MORE_MESSAGES_LOADED, None)
+
+    # --- memory ------------------------------------------------------------------------------
+
+    def refresh(self) -> str:
+        """`refresh_memory()` now; returns the injection text (`""` when disabled)."""
+        with self._lock:
+            self._debounced.cancel()
+            self._refreshing = True
+            try:
+                result = refresh_memory(
+                    self.chat,
+                    self.settings,
+                    self.slots,
+                    self.counter,
+                    state=self.state,
+                    group_id=self.group_id,
+                )
+            finally:
+                self._refreshing = False
+            self.refreshes += 1
+            self.last_result = result
+            if result.enabled:
+                self.last_injection = result.text
+            return result.text
+
+    def refresh_debounced(self) -> None:
+        """`refresh_memory_debounced()`: one refresh `refresh_debounce_ms` after the last call."""
+        self._debounced.trigger()
+
+    def reload_settings(self) -> None:
+        """Read the settings again (profile, toggles) and refresh."""
+        with self._lock:
+            self.settings = self._load_settings()
+            self.counter = get_counter(self.settings.tokenizer)
+            self._debounced.delay = self.settings.refresh_debounce_ms / 1000
+            self.refresh()
+
+    def set_enabled(self, enabled: bool | None) -> None:
+        """Turn memory on or off for this chat (None: follow the default) and refresh."""
+        self.profiles.set_chat_enabled(self.chat.id, enabled)
+        self.reload_settings()
+
+    def running_versions(self) -> list[dict[str, Any]]:
+        """The running recap's versions, oldest first."""
+        return running.versions(self.chat)
+
+    def select_version(self, number: int) -> None:
+        """Inject running recap version `number` from now on."""
+        with self._lock:
+            running.select_version(self.chat, number)
+            self.refresh()
+
+    def edit_running_recap(self, content: str) -> dict[str, Any]:
+        """Replace the running recap's text: adds a version, which becomes current."""
+        with self._lock:
+            version = running.edit_version(self.chat, content, now_ms=self.clock.wall_ms())
+            self.refresh()
+            return version
+
+    def delete_version(self, number: int) -> None:
+        """Delete running recap version `number`."""
+        with self._lock:
+            running.delete_version(self.chat, number)
+            self.refresh()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Save pending changes now."""
+        if self.open is not None:
+            self.open.flush()
+
+    def close(self) -> None:
+        """Stop refreshing and save everything."""
+        self._debounced.cancel()
+        if self._on_change in self.chat.listeners:
+            self.chat.listeners.remove(self._on_change)
+        if self.open is not None:
+            self.open.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.chat.id!r}, messages={len(self.chat.messages)})"
+
+    # --- the seeds' handlers (seed 002) --------------------------------------------------------
+
+    def _fire(self, event: Event, index: int | None) -> None:
+        with self._lock:
+            handler = _HANDLERS[event]
+            handler(self, index)
+            for listener in self._listeners.get(event, ()):
+                listener(event, index)
+
+    def _handle_chat_changed(self, index: int | None) -> None:
+        self.settings = self._load_settings()  # auto_load_profile()
+        self.slots.clear()  # SillyTavern clears every slot when the chat changes
+        self.state.invalidate()
+        self.refresh()
+
+    def _handle_message_sent(self, index: int | None) -> None:
+        if not self.enabled:
+            return
+        self.refresh()
+        if self.last_injection:
+            log.debug("[MEMORY INJECTION] scene_injection:\n%s", self.last_injection)
+
+    def _handle_message_received(self, index: int | None) -> None:
+        if self.enabled:
+            self.refresh()
+
+    def _handle_message_deleted(self, index: int | None) -> None:
+        if not self.enabled:
+            return
+        running.cleanup_invalid(self.chat)
+        self.refresh()
+
+    def _handle_message_swiped(self, index: int | None) -> None:
+        if not self.enabled or index is None:
+            return
+        message = self.chat.messages[index]
+        swipes = message.get("swipes")
+        if isinstance(swipes, list) and message.get("swipe_id") == len(swipes):
+            clear_memory(message)  # a new swipe starts with no recap
+        self.refresh_debounced()
+
+    def _handle_debounced_event(self, index: int | None) -> None:
+        if self.enabled:
+            self.refresh_debounced()
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _append(self, message: dict[str, Any], event: Event) -> Message:
+        with self._lock:
+            added = self.chat.append(message)
+            self.chat.notify_change(added)
+            self._fire(event, len(self.chat.messages) - 1)
+            return added
+
+    def _message(self, index: int) -> Message:
+        count = len(self.chat.messages)
+        if not -count <= index < count:
+            raise SessionError(
+                f"no message {index}: the chat has {count} message(s) (0 to {count - 1})"
+                if count
+                else f"no message {index}: the chat is empty"
+            )
+        return self.chat.messages[index]
+
+    def _on_change(self, message: Message | None) -> None:
+        if not self._refreshing:
+            self.state.touch(message)
+
+    def _debounced_refresh(self) -> None:
+        self.refresh()
+
+    def _load_settings(self) -> Settings:
+        if self._fixed_settings is not None:
+            return self._fixed_settings
+        return self.profiles.settings_for(self.chat.id, self.character_key)
+
+    def _iso_now(self) -> str:
+        stamp = datetime.fromtimestamp(self.clock.wall_ms() / 1000, tz=UTC)
+        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_HANDLERS: dict[Event, Callable[[Session, int | None], None]] = {
+    Event.CHAT_CHANGED: Session._handle_chat_changed,
+    Event.MESSAGE_SENT: Session._handle_message_sent,
+    Event.MESSAGE_RECEIVED: Session._handle_message_received,
+    Event.MESSAGE_DELETED: Session._handle_message_deleted,
+    Event.MESSAGE_SWIPED: Session._handle_message_swiped,
+    Event.MESSAGE_EDITED: Session._handle_debounced_event,
+    Event.MORE_MESSAGES_LOADED: Session._handle_debounced_event,
+}
+
+
+def _user_name(chat: Chat) -> str:
+    for message in reversed(chat.messages):
+        if message.is_user and message.name:
+            return message.name
+    name = chat.user_name
+    return name if name and name != "unused" else "User"
+
+
+def _character_name(chat: Chat) -> str:
+    for message in reversed(chat.messages):
+        if (
+            not message.is_user
+            and not message.is_narrator
+            and not message.is_hidden
+            and message.name
+        ):
+            return message.name
+    name = chat.character_name
+    return name if name and name != "unused" else "Assistant"
+
+
+def _character_key(chat: Chat) -> str | None:
+    for message in chat.messages:
+        if not message.is_user and not message.is_narrator and message.name:
+            return message.character_key
+    name = chat.character_name
+    return name if name and name != "unused" else None
