@@ -17,7 +17,10 @@ from autorecap.core.data import (
     set_data,
     update_data,
 )
+from autorecap.core.events import Event, ManualClock
+from autorecap.core.memory import RefreshResult, refresh_memory
 from autorecap.core.model import Chat, Message
+from autorecap.core.slots import ExtensionPrompts, Position, Role
 from autorecap.core.tokens import TOKENIZERS, TokenCounter, count_tokens
 from autorecap.errors import (
     AutorecapError,
@@ -29,6 +32,7 @@ from autorecap.errors import (
 from autorecap.paths import autorecap_home
 from autorecap.profiles import Profiles
 from autorecap.sample import sample_chat_path
+from autorecap.session import Session, SessionError
 from autorecap.settings import Settings, SettingsError, chat_enabled
 from autorecap.stfiles.check import CheckReport, check_chat_file
 from autorecap.stfiles.jsonl import read_chat, write_chat
@@ -45,12 +49,20 @@ __all__ = [
     "ChatFileError",
     "ChatStore",
     "CheckReport",
+    "Event",
+    "ExtensionPrompts",
     "LineProblem",
+    "ManualClock",
     "Message",
     "MessageDataError",
     "OpenChat",
+    "Position",
     "Profiles",
+    "RefreshResult",
+    "Role",
     "SQLiteStore",
+    "Session",
+    "SessionError",
     "Settings",
     "SettingsError",
     "StoreError",
@@ -69,6 +81,7 @@ __all__ = [
     "has_data",
     "open_chat",
     "read_chat",
+    "refresh_memory",
     "sample_chat_path",
     "select_swipe",
     "set_data",

@@ -83,8 +83,9 @@ class OpenChat:
 
     @property
     def dirty(self) -> bool:
-        """True when changes wait for the debounced save."""
-        return bool(self._dirty) or self._header_dirty or self._timer is not None
+        """True when changes wait for the debounced save (or a save is under way)."""
+        with self._lock:  # a save in progress holds the lock: wait for it
+            return bool(self._dirty) or self._header_dirty or self._timer is not None
 
     def touch(self, message: Message | None = None) -> None:
         """Mark a message (or, with None, the header and the message list) as changed."""
