@@ -215,11 +215,31 @@ def open_chat(
 
     backend = store if store is not None else SQLiteStore()
     if not backend.has_chat(str(target)):
-        raise AutorecapError(
-            f"{str(target)!r} is neither a chat file nor a stored chat: check the path, or "
-            "store the file first with `autorecap import FILE` (`autorecap chats` lists them)"
-        )
+        raise _not_found(target)
     return OpenChat(backend.load_chat(str(target)), store=backend, debounce_ms=debounce_ms)
+
+
+def load_target(
+    target: str | Path, *, store: ChatStore | None = None, lenient: bool = False
+) -> tuple[Chat, bool]:
+    """Read a chat file or a stored chat without opening it for saving; returns the chat and
+    whether it came from a file."""
+    path = Path(target)
+    if _looks_like_file(target, path):
+        return read_chat(path, lenient=lenient), True
+    from autorecap.store.sqlite import SQLiteStore
+
+    backend = store if store is not None else SQLiteStore()
+    if not backend.has_chat(str(target)):
+        raise _not_found(target)
+    return backend.load_chat(str(target)), False
+
+
+def _not_found(target: str | Path) -> AutorecapError:
+    return AutorecapError(
+        f"{str(target)!r} is neither a chat file nor a stored chat: check the path, or "
+        "store the file first with `autorecap import FILE` (`autorecap chats` lists them)"
+    )
 
 
 def _looks_like_file(target: str | Path, path: Path) -> bool:

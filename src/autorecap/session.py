@@ -73,7 +73,7 @@ class Session:
             debounce = save_debounce_ms if save_debounce_ms is not None else probe.save_debounce_ms
             self.open = open_chat(target, store=store, debounce_ms=debounce)
             self.chat = self.open.chat
-        self.character_key = character_key or _character_key(self.chat)
+        self.character_key = character_key or character_key_of(self.chat)
         self.group_id = (
             group_id if group_id is not None else (self.chat.id if self.chat.is_group else None)
         )
@@ -92,7 +92,8 @@ class Session:
             self.clock, self.settings.refresh_debounce_ms / 1000, self._debounced_refresh
         )
         self.chat.listeners.append(self._on_change)
-        from_file = self.open is not None and self.open.path is not None
+        # A chat read from a file (open or not) counts as an import: SPEC-NOTES §4.8.
+        from_file = self.chat.path is not None
         warning = running.adopt_chat_id(self.chat, from_file=from_file)
         if warning:
             self.warnings.append(warning)
@@ -126,7 +127,7 @@ class Session:
     def send(self, text: str, *, name: str | None = None) -> Message:
         """The user sends a message: append it, fire `message_sent`."""
         message = {
-            "name": name or _user_name(self.chat),
+            "name": name or user_name_of(self.chat),
             "is_user": True,
             "is_system": False,
             "send_date": self._iso_now(),
@@ -142,7 +143,7 @@ class Session:
         `message_received`."""
         now = self._iso_now()
         message = {
-            "name": name or _character_name(self.chat),
+            "name": name or character_name_of(self.chat),
             "is_user": False,
             "is_system": False,
             "send_date": now,
@@ -433,7 +434,8 @@ _HANDLERS: dict[Event, Callable[[Session, int | None], None]] = {
 }
 
 
-def _user_name(chat: Chat) -> str:
+def user_name_of(chat: Chat) -> str:
+    """The user's name in a chat (from its messages, else the header)."""
     for message in reversed(chat.messages):
         if message.is_user and message.name:
             return message.name
@@ -441,7 +443,8 @@ def _user_name(chat: Chat) -> str:
     return name if name and name != "unused" else "User"
 
 
-def _character_name(chat: Chat) -> str:
+def character_name_of(chat: Chat) -> str:
+    """The character's name in a chat (from its messages, else the header)."""
     for message in reversed(chat.messages):
         if (
             not message.is_user
@@ -454,7 +457,8 @@ def _character_name(chat: Chat) -> str:
     return name if name and name != "unused" else "Assistant"
 
 
-def _character_key(chat: Chat) -> str | None:
+def character_key_of(chat: Chat) -> str | None:
+    """The key profiles are bound to: the first character's avatar (group) or name."""
     for message in chat.messages:
         if not message.is_user and not message.is_narrator and message.name:
             return message.character_key

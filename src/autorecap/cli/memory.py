@@ -1,0 +1,270 @@
+"""`inject`, `refresh`, `versions` and `toggle`: the memory of one chat."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from autorecap.autosave import load_target
+from autorecap.cli._app import app, err, out
+from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
+from autorecap.errors import AutorecapError
+from autorecap.profiles import Profiles
+from autorecap.session import Session, character_key_of, character_name_of, user_name_of
+from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
+from autorecap.stfiles.jsonl import chat_id_for
+from autorecap.store import SQLiteStore
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are {{char}} in an ongoing roleplay with {{user}}. Stay in character, keep to what has "
+    "happened so far, and write {{char}}'s next reply."
+)
+
+_CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
+_DB = Annotated[
+    Path | None, typer.Option(help="Store database file (default: autorecap.db in AUTORECAP_HOME).")
+]
+
+
+class Format(StrEnum):
+    messages = "messages"
+    text = "text"
+
+
+def _settings_with_overrides(chat_id: str, character: str | None, sets: list[str]) -> Settings:
+    base = Profiles().settings_for(chat_id, character).model_dump()
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SettingsError(f"--set takes KEY=VALUE, not {item!r}")
+        base[key.strip()] = parse_setting_value(key.strip(), value)
+    return make_settings(base)
+
+
+@app.command()
+def inject(
+    chat: _CHAT_ARG,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="messages: a JSON list; text: one string.")
+    ] = Format.messages,
+    system: Annotated[
+        Path | None, typer.Option("--system", help="File with the main prompt.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE: a setting for this run only (repeatable)."),
+    ] = None,
+    reserve: Annotated[int, typer.Option(help="Tokens kept free for the reply.", min=0)] = 0,
+    lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
+    db: _DB = None,
+) -> None:
+    """Print the prompt SillyTavern would send for this chat, with the memory injected.
+
+    Runs refresh_memory() on a copy in memory: nothing is written. The prompt goes to stdout;
+    token counts and which messages were hidden or left out go to stderr.
+    """
+    store = SQLiteStore(db) if db is not None else None
+    loaded, _ = load_target(chat, store=store, lenient=lenient)
+    settings = _settings_with_overrides(loaded.id, character_key_of(loaded), overrides or [])
+    session = Session(loaded, settings=settings)
+    user, char = user_name_of(loaded), character_name_of(loaded)
+    main_prompt = (
+        system.read_text(encoding="utf-8") if system is not None else DEFAULT_SYSTEM_PROMPT
+    )
+    main_prompt = main_prompt.replace("{{char}}", char).replace("{{user}}", user)
+    history = history_from_chat(loaded.messages, group=loaded.is_group)
+    if fmt is Format.messages:
+        result = assemble_chat(
+            main_prompt,
+            history,
+            session.slots,
+            session.counter,
+            context_size=settings.context_size,
+            reserve=reserve,
+        )
+        print(json.dumps(result.messages, ensure_ascii=False, indent=2))
+    else:
+        result = assemble_text(
+            main_prompt,
+            history,
+            session.slots,
+            session.counter,
+            user_name=user,
+            char_name=char,
+            context_size=settings.context_size,
+            reserve=reserve,
+        )
+        print(result.text)
+    memory = session.last_result
+    err.print(
+        f"[bold]{escape(loaded.id)}[/]: {result.tokens} tokens of {settings.context_size} "
+        f"({result.injected_tokens} injected, {result.history_tokens} history; "
+        f"tokenizer {settings.tokenizer})",
+        soft_wrap=True,
+    )
+    err.print(
+        f"memory {'on' if session.enabled else 'off'}; injected: "
+        f"{', '.join(result.injected) or 'nothing'}; "
+        f"{len(result.included)} message(s) in the prompt, {len(result.hidden)} hidden, "
+        f"{len(result.dropped)} left out for room; "
+        f"{len(memory.included) if memory else 0} recap(s) in short-term memory",
+        soft_wrap=True,
+    )
+    if result.hidden:
+        err.print(f"hidden: {_ranges(result.hidden)}", soft_wrap=True)
+    if result.dropped:
+        err.print(f"left out: {_ranges(result.dropped)}", soft_wrap=True)
+
+
+def _ranges(indexes: list[int]) -> str:
+    parts: list[str] = []
+    start = prev = None
+    for index in sorted(indexes):
+        if start is None:
+            start = prev = index
+        elif prev is not None and index == prev + 1:
+            prev = index
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = index
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+@app.command()
+def refresh(chat: _CHAT_ARG, db: _DB = None) -> None:
+    """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
+    the seeds' /recap-refresh-memory."""
+    store = SQLiteStore(db) if db is not None else None
+    with Session(chat, store=store, save_debounce_ms=60_000) as session:
+        result = session.last_result
+        assert result is not None
+        hidden = sum(c.end - c.start + 1 for c in result.hide_changes if c.hidden)
+        shown = sum(c.end - c.start + 1 for c in result.hide_changes if not c.hidden)
+        out.print(
+            f"[bold]{escape(session.id)}[/]: memory {'on' if result.enabled else 'off'}; "
+            f"{len(result.included)} recap(s) in short-term memory; "
+            f"{result.flags_written} flag(s) changed; {hidden} message(s) hidden, "
+            f"{shown} unhidden; running recap: "
+            f"{len(result.text)} characters injected",
+            soft_wrap=True,
+        )
+        for warning in session.warnings:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+
+
+@app.command()
+def versions(
+    chat: _CHAT_ARG,
+    select: Annotated[
+        int | None, typer.Option("--select", help="Inject version N from now on.")
+    ] = None,
+    edit: Annotated[
+        Path | None, typer.Option("--edit", help="Add a version with this file's text.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
+    db: _DB = None,
+) -> None:
+    """List the running recap's versions; select one, or add an edited one."""
+    if select is not None and edit is not None:
+        raise AutorecapError("use --select or --edit, not both")
+    store = SQLiteStore(db) if db is not None else None
+    with Session(chat, store=store, save_debounce_ms=60_000) as session:
+        if select is not None:
+            session.select_version(select)
+            out.print(f"version {select} is now injected")
+        elif edit is not None:
+            try:
+                text = edit.read_text(encoding="utf-8")
+            except OSError as error:
+                raise AutorecapError(f'cannot read "{edit}": {error.strerror}') from None
+            version = session.edit_running_recap(text.strip())
+            out.print(f"added version {version['version']}; it is now injected")
+        else:
+            _print_versions(session, as_json)
+
+
+def _print_versions(session: Session, as_json: bool) -> None:
+    from autorecap.core import running
+
+    all_versions = session.running_versions()
+    current = running.current(session.chat)
+    if as_json:
+        print(json.dumps(all_versions, ensure_ascii=False, indent=2))
+        return
+    if not all_versions:
+        out.print("no running recap yet: `autorecap recap CHAT` makes one")
+        return
+    table = Table(title=f"running recap versions of {session.id}")
+    for column in ("version", "when", "scenes", "ends at", "tokens", "text"):
+        table.add_column(column)
+    for version in reversed(all_versions):
+        number = version.get("version")
+        marker = " ◀ injected" if current is version else ""
+        stamp = version.get("timestamp")
+        when = (
+            datetime.fromtimestamp(stamp / 1000).strftime("%Y-%m-%d %H:%M")
+            if isinstance(stamp, int | float)
+            else ""
+        )
+        content = str(version.get("content", ""))
+        table.add_row(
+            f"{number}{marker}",
+            when,
+            str(version.get("scene_count", "")),
+            str(version.get("new_scene_index", "")),
+            str(session.counter.count(content)),
+            escape(" ".join(content.split())[:120]),
+        )
+    out.print(table)
+
+
+class ToggleState(StrEnum):
+    on = "on"
+    off = "off"
+    per_chat = "per-chat"
+
+
+@app.command()
+def toggle(
+    state: Annotated[ToggleState, typer.Argument(help="on, off, or (with --global) per-chat.")],
+    chat: Annotated[
+        str | None, typer.Argument(help="A chat file or stored chat id (not with --global).")
+    ] = None,
+    global_: Annotated[
+        bool, typer.Option("--global", help="Switch memory for every chat at once.")
+    ] = False,
+) -> None:
+    """Turn memory on or off for one chat, or for all chats (--global on|off|per-chat)."""
+    profiles = Profiles()
+    if global_:
+        if chat is not None:
+            raise AutorecapError("--global switches every chat: name no chat with it")
+        if state is ToggleState.per_chat:
+            profiles.set("use_global_toggle_state", False)
+            out.print("memory follows each chat's own switch")
+        else:
+            profiles.set("use_global_toggle_state", True)
+            profiles.set("global_toggle_state", state is ToggleState.on)
+            out.print(f"memory is {state.value} for every chat")
+        return
+    if chat is None:
+        raise AutorecapError("name the chat to switch, or use --global")
+    if state is ToggleState.per_chat:
+        raise AutorecapError("per-chat goes with --global; for one chat use on or off")
+    chat_id = chat_id_for(Path(chat)) if chat.endswith(".jsonl") or Path(chat).exists() else chat
+    profiles.set_chat_enabled(chat_id, state is ToggleState.on)
+    note = ""
+    if profiles.get("use_global_toggle_state"):
+        note = (
+            " (the global switch is in use, so this takes effect with `toggle --global per-chat`)"
+        )
+    out.print(f"memory is {state.value} for {escape(chat_id)!r}{escape(note)}", soft_wrap=True)
