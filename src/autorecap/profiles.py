@@ -48,6 +48,10 @@ class Profiles:
 
     # --- reading -----------------------------------------------------------------------------
 
+    def reload(self) -> None:
+        """Read the settings file again (another process or object may have changed it)."""
+        self._data = self._load()
+
     def settings_for(self, chat_id: str = "", character_key: str | None = None) -> Settings:
         """The settings a chat runs with: its profile's values over the defaults, plus the
         global values."""

@@ -30,6 +30,7 @@ from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.settings import Settings, chat_enabled
+from autorecap.stfiles.jsonl import chat_id_for
 from autorecap.store.base import ChatStore
 
 log = logging.getLogger("autorecap")
@@ -69,7 +70,7 @@ class Session:
         elif isinstance(target, OpenChat):
             self.open, self.chat = target, target.chat
         else:
-            probe = settings or self.profiles.settings_for(str(target))
+            probe = settings or self.profiles.settings_for(_chat_id_of_target(target))
             debounce = save_debounce_ms if save_debounce_ms is not None else probe.save_debounce_ms
             self.open = open_chat(target, store=store, debounce_ms=debounce)
             self.chat = self.open.chat
@@ -165,7 +166,8 @@ class Session:
     def edit_message(self, index: int, text: str) -> Message:
         """The user edits a message's text (and its active swipe): fire `message_edited`."""
         with self._lock:
-            message = self._message(index)
+            index = self._position(index)
+            message = self.chat.messages[index]
             message["mes"] = text
             swipes = message.get("swipes")
             swipe_id = message.swipe_id
@@ -179,7 +181,8 @@ class Session:
         """The user deletes a message: fire `message_deleted` (which cleans up running recap
         versions whose scene is gone)."""
         with self._lock:
-            message = self._message(index)
+            index = self._position(index)
+            message = self.chat.messages[index]
             del self.chat.messages[index]
             running.shift_after_deletion(self.chat, index)
             self.state.invalidate()
@@ -191,7 +194,8 @@ class Session:
         """Swipe a message: to an existing swipe (`to`), or to a new one (`text`, the new
         reply). Fires `message_swiped`; a new swipe starts with no recap (seed 002)."""
         with self._lock:
-            message = self._message(index)
+            index = self._position(index)
+            message = self.chat.messages[index]
             if (to is None) == (text is None):
                 raise SessionError("swipe to an existing swipe (to=N) or to a new one (text=...)")
             if to is not None:
@@ -229,7 +233,7 @@ class Session:
     def mark_scene_break(self, index: int, name: str | None = None) -> Message:
         """End a scene at message `index` (and refresh: auto-hide counts scenes)."""
         with self._lock:
-            message = self._message(index)
+            message = self.chat.messages[self._position(index)]
             set_data(message, "scene_break", True)
             set_data(message, "scene_break_visible", True)
             if name is not None:
@@ -240,7 +244,7 @@ class Session:
     def unmark_scene_break(self, index: int) -> Message:
         """Remove the scene break at message `index`."""
         with self._lock:
-            message = self._message(index)
+            message = self.chat.messages[self._position(index)]
             set_data(message, "scene_break", False)
             self.refresh()
             return message
@@ -288,6 +292,15 @@ class Session:
     def set_enabled(self, enabled: bool | None) -> None:
         """Turn memory on or off for this chat (None: follow the default) and refresh."""
         self.profiles.set_chat_enabled(self.chat.id, enabled)
+        if self._fixed_settings is not None:
+            switches = dict(self._fixed_settings.chats_enabled)
+            if enabled is None:
+                switches.pop(self.chat.id, None)
+            else:
+                switches[self.chat.id] = enabled
+            self._fixed_settings = self._fixed_settings.model_copy(
+                update={"chats_enabled": switches}
+            )
         self.reload_settings()
 
     def running_versions(self) -> list[dict[str, Any]]:
@@ -396,7 +409,8 @@ class Session:
             self._fire(event, len(self.chat.messages) - 1)
             return added
 
-    def _message(self, index: int) -> Message:
+    def _position(self, index: int) -> int:
+        """`index` as a position from the start (negative indexes count from the end)."""
         count = len(self.chat.messages)
         if not -count <= index < count:
             raise SessionError(
@@ -404,7 +418,7 @@ class Session:
                 if count
                 else f"no message {index}: the chat is empty"
             )
-        return self.chat.messages[index]
+        return index % count
 
     def _on_change(self, message: Message | None) -> None:
         if not self._refreshing:
@@ -416,6 +430,7 @@ class Session:
     def _load_settings(self) -> Settings:
         if self._fixed_settings is not None:
             return self._fixed_settings
+        self.profiles.reload()  # the CLI or another process may have changed the file
         return self.profiles.settings_for(self.chat.id, self.character_key)
 
     def _iso_now(self) -> str:
@@ -432,6 +447,13 @@ _HANDLERS: dict[Event, Callable[[Session, int | None], None]] = {
     Event.MESSAGE_EDITED: Session._handle_debounced_event,
     Event.MORE_MESSAGES_LOADED: Session._handle_debounced_event,
 }
+
+
+def _chat_id_of_target(target: str | Path) -> str:
+    path = Path(target)
+    if isinstance(target, Path) or path.exists() or str(target).endswith(".jsonl"):
+        return chat_id_for(path)
+    return str(target)
 
 
 def user_name_of(chat: Chat) -> str:

@@ -285,3 +285,17 @@ def test_written_file_keeps_permissions(tmp_path: Path) -> None:
     chat.metadata["x"] = 1
     write_chat(chat)
     assert (os.stat(path).st_mode & 0o777) == 0o640
+
+
+def test_the_fixture_copies_are_the_shared_originals() -> None:
+    """tests/fixtures holds a copy of shared/fixtures for checkouts without shared/: it must
+    never drift from (or be edited away from) the originals."""
+    shared = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "st-chats"
+    local = Path(__file__).resolve().parents[1] / "fixtures" / "st-chats"
+    copies = sorted(p.relative_to(local) for p in local.rglob("*.jsonl"))
+    assert copies
+    if shared.is_dir():
+        originals = sorted(p.relative_to(shared) for p in shared.rglob("*.jsonl"))
+        assert copies == originals
+        for relative in copies:
+            assert (local / relative).read_bytes() == (shared / relative).read_bytes(), relative

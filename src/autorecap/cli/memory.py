@@ -177,6 +177,10 @@ def versions(
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
     store = SQLiteStore(db) if db is not None else None
+    if select is None and edit is None:  # listing reads; it never writes
+        loaded, _ = load_target(chat, store=store)
+        _print_versions(Session(loaded, settings=Settings()), as_json)
+        return
     with Session(chat, store=store, save_debounce_ms=60_000) as session:
         if select is not None:
             session.select_version(select)
@@ -188,8 +192,6 @@ def versions(
                 raise AutorecapError(f'cannot read "{edit}": {error.strerror}') from None
             version = session.edit_running_recap(text.strip())
             out.print(f"added version {version['version']}; it is now injected")
-        else:
-            _print_versions(session, as_json)
 
 
 def _print_versions(session: Session, as_json: bool) -> None:

@@ -202,6 +202,10 @@ def adopt_chat_id(chat: Chat, *, from_file: bool) -> str | None:
         chat.notify_change(None)
         return None
     aside = f"{SET_ASIDE_PREFIX}{owner}"
+    counter = 2
+    while aside in chat.metadata:  # never overwrite storage set aside before
+        aside = f"{SET_ASIDE_PREFIX}{owner}_{counter}"
+        counter += 1
     chat.metadata[aside] = store
     chat.metadata[STORAGE_KEY] = {"chat_id": chat.id, "current_version": 0, "versions": []}
     chat.notify_change(None)
