@@ -20,11 +20,14 @@ from typing import Any
 # A JSON string (skipped as a whole) or a number token that Python wrote as a float.
 _FLOAT_OR_STRING = re.compile(
     r'"[^"\\]*(?:\\.[^"\\]*)*"|-?\d+\.\d+(?:[eE][-+]?\d+)?|-?\d+[eE][-+]?\d+'
+    r"|-?Infinity|NaN"
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A float token where compact JSON puts values (after `:`, `,` or `[`, before `,`, `}` or `]`).
 # Text can look like that too; then the exact pass above sorts strings from numbers.
-_FLOAT_HINT = re.compile(r"[:,\[]-?\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)[,}\]]")
+_FLOAT_HINT = re.compile(
+    r"[:,\[](?:-?\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)|-?Infinity|NaN)[,}\]]"
+)
 
 
 class JSONConstantError(ValueError):
@@ -36,16 +39,28 @@ def _reject_constant(name: str) -> Any:
 
 
 def loads_strict(text: str) -> Any:
-    """`json.loads`, but refusing what `JSON.parse` refuses (`NaN`, `Infinity`)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """`json.loads`, but refusing what `JSON.parse` refuses (`NaN`, `Infinity`), and reading
+    integers too long for Python's int conversion limit as JavaScript does: as floats."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as error:
+        if "integer string conversion" not in str(error):
+            raise
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int)
+
+
+def _parse_int(text: str) -> int | float:
+    return int(text) if len(text) < 4000 else float(text)
 
 
 def dumps_canonical(value: Any) -> str:
     """Compact JSON in Python's own number form: a fast fingerprint of a value's exact shape.
 
-    Unlike `==`, it tells `1` from `1.0` and `true`, and notices a change of key order.
+    Unlike `==`, it tells `1` from `1.0` and `true`, and notices a change of key order. Numbers
+    beyond a double's range (`1e400` reads as infinity, as in JavaScript) come out as `Infinity`,
+    which `js_from_canonical` turns into `null`, as `JSON.stringify` does.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps_js(value: Any) -> str:
@@ -76,7 +91,7 @@ def _rewrite_float(match: re.Match[str]) -> str:
     token = match.group()
     if token.startswith('"'):
         return token
-    return js_number(float(token))
+    return js_number(float(token))  # float("Infinity") and float("NaN") become null
 
 
 def _escape_surrogate(match: re.Match[str]) -> str:

@@ -72,9 +72,13 @@ def parse_chat(
             "check that this is the right file",
             path=shown,
         )
-    lines = _split_lines(data)
-    layout.final_eol = lines[-1][1]
+    lines: list[tuple[bytes, bytes | None]] = list(_split_lines(data))
+    layout.final_eol = lines[-1][1] or b""
     layout.default_eol = _default_eol(lines)
+    # A last line with no real line end (none, or a bare CR) gets the file's usual one should
+    # it stop being last (a message appended); one that ends in a newline keeps it.
+    if lines[-1][1] not in (b"\n", b"\r\n"):
+        lines[-1] = (lines[-1][0], None)
 
     chat = Chat(chat_id=chat_id, path=path, header={})
     chat.layout = layout
@@ -232,7 +236,9 @@ def _anchor_kept_lines(chat: Chat) -> dict[int | None, list[KeptLine]]:
     return groups
 
 
-def _kept(line_no: int, raw: bytes, eol: bytes, reason: str, messages: list[Message]) -> KeptLine:
+def _kept(
+    line_no: int, raw: bytes, eol: bytes | None, reason: str, messages: list[Message]
+) -> KeptLine:
     after = messages[-1] if messages else None
     return KeptLine(
         line=line_no, raw=raw, reason=reason, after=after, after_index=len(messages) - 1, eol=eol
@@ -259,7 +265,7 @@ def _split_lines(data: bytes) -> list[tuple[bytes, bytes]]:
     return lines
 
 
-def _default_eol(lines: list[tuple[bytes, bytes]]) -> bytes:
+def _default_eol(lines: list[tuple[bytes, bytes | None]]) -> bytes:
     for _, eol in lines:
         if eol in (b"\n", b"\r\n"):
             return eol
