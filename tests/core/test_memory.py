@@ -335,7 +335,8 @@ def test_short_term_tier_is_off_by_default_and_injects_when_on() -> None:
     assert (slot.position, slot.depth, slot.role) == (1, 4, 0)
     recaps = [get_memory(m) for m in result.included]
     assert slot.value == "Recent:\n" + "\n".join(recaps)
-    assert recaps and result.included == sorted(result.included, key=chat.messages.index)
+    assert recaps
+    assert result.included == sorted(result.included, key=chat.messages.index)
     refresh_memory(chat, Settings(), slots, COUNTER)
     assert slots.value(SHORT_KEY) == ""  # turned off again: kept, empty, skipped when placed
 
