@@ -114,6 +114,11 @@ class Session:
         return self.chat.messages
 
     @property
+    def lock(self) -> threading.RLock:
+        """Held while the session changes the chat: hold it to change the chat from a thread."""
+        return self._lock
+
+    @property
     def enabled(self) -> bool:
         """Seed 002's `chat_enabled()` for this chat."""
         return chat_enabled(self.settings, self.chat.id)

@@ -22,6 +22,15 @@ DEFAULT_RUNNING_TEMPLATE: Final = (
 )
 """The seeds' default running-recap template (seed 001)."""
 DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
+DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
+    "You keep the memory of a long roleplay between {{user}} and {{char}}.\n"
+    "Recap the message below in one or two short sentences, in the past tense, as a neutral "
+    "narrator. Keep every name, place, number, object, promise, secret and change of mood, "
+    "relationship or condition that it states; leave out style, and anything the earlier "
+    "messages already said. Answer with the recap alone.\n\n"
+    "Earlier messages:\n{{context}}\n\n"
+    "The message, from {{name}}:\n{{message}}"
+)
 
 Position = Literal[-1, 0, 1, 2]
 Role = Literal[0, 1, 2]
@@ -107,6 +116,37 @@ class Settings(BaseModel):
     )
     auto_scene_break_minimum_scene_length: int = Field(
         10, ge=1, description="Fewest messages in a scene."
+    )
+    # --- making recaps (issue: recap backends) ---
+    recap_backend: Literal["offline", "openai"] = Field(
+        "offline", description="Who writes recaps: the offline engine, or an OpenAI-compatible LLM."
+    )
+    llm_base_url: str = Field(
+        "http://127.0.0.1:8080/v1", description="Base URL of the OpenAI-compatible server."
+    )
+    llm_model: str = Field("", description="Model name sent to the server ('' lets it choose).")
+    llm_api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Environment variable that holds the API key (if any)."
+    )
+    llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
+    llm_max_tokens: int = Field(400, ge=1, description="Most tokens one LLM answer may use.")
+    llm_timeout_s: float = Field(120, gt=0, description="Seconds to wait for one LLM answer.")
+    llm_retries: int = Field(
+        3, ge=0, le=20, description="Retries of one LLM call on 429, 5xx and timeouts."
+    )
+    message_recap_prompt: str = Field(
+        DEFAULT_MESSAGE_RECAP_PROMPT,
+        description="Prompt for a message recap: {{message}}, {{name}}, {{context}}, {{user}}, "
+        "{{char}}.",
+    )
+    message_recap_prefill: str = Field(
+        "", description="Start of the LLM's answer (an assistant prefill), kept as 'prefill'."
+    )
+    message_recap_context_messages: int = Field(
+        3, ge=0, le=50, description="Earlier messages shown with the one being recapped."
+    )
+    message_recap_max_tokens: int = Field(
+        80, ge=8, le=2000, description="Longest message recap in tokens (enforced offline)."
     )
     # --- jobs and timing ---
     max_retries: int = Field(5, ge=0, le=100, description="Retries of a failing recap job.")

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
+from autorecap.core import running
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
@@ -79,7 +80,9 @@ def inject(
         system.read_text(encoding="utf-8") if system is not None else DEFAULT_SYSTEM_PROMPT
     )
     main_prompt = main_prompt.replace("{{char}}", char).replace("{{user}}", user)
-    history = history_from_chat(loaded.messages, group=loaded.is_group)
+    # Group chats name the speaker inside the content for chat completion; text lines carry
+    # the name already.
+    history = history_from_chat(loaded.messages, group=loaded.is_group and fmt is Format.messages)
     if fmt is Format.messages:
         result = assemble_chat(
             main_prompt,
@@ -177,26 +180,33 @@ def versions(
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
     store = SQLiteStore(db) if db is not None else None
+    # Check everything first, on a read-only copy: a command that fails writes nothing.
+    loaded, _ = load_target(chat, store=store)
+    probe = Session(loaded, settings=Profiles().settings_for(loaded.id, character_key_of(loaded)))
     if select is None and edit is None:  # listing reads; it never writes
-        loaded, _ = load_target(chat, store=store)
-        _print_versions(Session(loaded, settings=Settings()), as_json)
+        _print_versions(probe, as_json)
         return
+    text = ""
+    if select is not None:
+        running.select_version(loaded, select)  # raises for an unknown version
+    elif edit is not None:
+        try:
+            text = edit.read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise AutorecapError(f'cannot read "{edit}": {error.strerror}') from None
+        if not text:
+            raise AutorecapError(f'"{edit}" is empty: write the recap text into it')
+        running.edit_version(loaded, text, now_ms=0)  # raises when there is no recap yet
     with Session(chat, store=store, save_debounce_ms=60_000) as session:
         if select is not None:
             session.select_version(select)
             out.print(f"version {select} is now injected")
-        elif edit is not None:
-            try:
-                text = edit.read_text(encoding="utf-8")
-            except OSError as error:
-                raise AutorecapError(f'cannot read "{edit}": {error.strerror}') from None
-            version = session.edit_running_recap(text.strip())
+        else:
+            version = session.edit_running_recap(text)
             out.print(f"added version {version['version']}; it is now injected")
 
 
 def _print_versions(session: Session, as_json: bool) -> None:
-    from autorecap.core import running
-
     all_versions = session.running_versions()
     current = running.current(session.chat)
     if as_json:

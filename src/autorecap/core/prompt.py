@@ -167,7 +167,7 @@ def assemble_text(
         if slot.value.strip() and slot.position in (Position.BEFORE_PROMPT, Position.IN_PROMPT):
             result.injected.append(key)
     visible = _visible(history, result)
-    in_chat = _in_chat_groups(slots, result)
+    in_chat = _in_chat_groups(slots, result, text_form=True)
     names = {"user": user_name, "assistant": char_name}
 
     def line(item: HistoryItem) -> str:
@@ -229,24 +229,31 @@ def _visible(history: Sequence[HistoryItem], result: AssembledPrompt) -> list[Hi
 
 
 def _in_chat_groups(
-    slots: ExtensionPrompts, result: AssembledPrompt
+    slots: ExtensionPrompts, result: AssembledPrompt, *, text_form: bool = False
 ) -> list[tuple[int, list[tuple[str, str]]]]:
     """Per depth (ascending), the injected messages in SillyTavern's push order (system, user,
-    assistant): `[(depth, [(role, text), ...]), ...]`."""
+    assistant): `[(depth, [(role, text), ...]), ...]`. Chat completion trims each joined text
+    (`populationInjectionPrompts`), text completion only its start (`doChatInject`). Negative
+    depths are never placed (SillyTavern asks for depths 0 and up)."""
     depths = sorted(
-        {s.depth for _, s in slots.items() if s.position == Position.IN_CHAT and s.value}
+        {
+            s.depth
+            for _, s in slots.items()
+            if s.position == Position.IN_CHAT and s.value and s.depth >= 0
+        }
     )
     groups = []
     for depth in depths:
         group = []
         for role in (Role.SYSTEM, Role.USER, Role.ASSISTANT):
-            text = extension_prompt(slots, Position.IN_CHAT, depth, role, wrap=False).lstrip()
+            joined = extension_prompt(slots, Position.IN_CHAT, depth, role, wrap=False)
+            text = joined.lstrip() if text_form else joined.strip()
             if text:
                 group.append((ROLE_NAMES[role], text))
         if group:
             groups.append((depth, group))
     for key, slot in slots.items():
-        if slot.position == Position.IN_CHAT and slot.value.strip():
+        if slot.position == Position.IN_CHAT and slot.value.strip() and slot.depth >= 0:
             result.injected.append(key)
     return groups
 

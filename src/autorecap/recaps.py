@@ -1,0 +1,240 @@
+"""Message recaps: made by a backend, stored with seed 004's keys on the message's active swipe.
+
+Every message that passes the exclusion criteria gets a recap (`memory`, with `reasoning` and
+`prefill` when the backend gives them). A failure stores `error` and the chat goes on. A recap
+the user edited (`edited`) is never overwritten unless forced. With a `Session`, a
+`MessageRecapper` queues a recap when a message is sent or received, and regenerates it when the
+message is edited or swiped to a new reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autorecap.core.data import get_data, get_memory, update_data
+from autorecap.core.events import Event
+from autorecap.core.memory import check_message_exclusion
+from autorecap.core.model import Chat, Message
+from autorecap.core.tokens import TokenCounter
+from autorecap.errors import AutorecapError
+from autorecap.llm.base import ContextMessage, RecapBackend, RecapRequest
+from autorecap.session import Session, character_name_of, user_name_of
+from autorecap.settings import Settings
+
+log = logging.getLogger("autorecap")
+
+
+@dataclass
+class RecapStats:
+    """What a batch of message recaps did."""
+
+    made: int = 0
+    skipped: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def build_request(
+    chat: Chat, index: int, settings: Settings, counter: TokenCounter
+) -> RecapRequest:
+    """The request for message `index`: its text, author, and the messages just before it."""
+    message = chat.messages[index]
+    before = [
+        m
+        for m in chat.messages[max(0, index - settings.message_recap_context_messages) : index]
+        if not m.is_hidden
+    ]
+    earlier = [get_memory(m) for m in chat.messages[max(0, index - 2) : index]]
+    return RecapRequest(
+        text=message.text,
+        name=message.name,
+        user=user_name_of(chat),
+        char=character_name_of(chat),
+        context=tuple(ContextMessage(m.name, m.text) for m in before),
+        earlier_recaps=tuple(r for r in earlier if r),
+        max_tokens=settings.message_recap_max_tokens,
+    )
+
+
+def needs_recap(
+    message: Message,
+    settings: Settings,
+    counter: TokenCounter,
+    group_id: str | None = None,
+    *,
+    force: bool = False,
+) -> bool:
+    """True when the message should get a (new) recap."""
+    if not check_message_exclusion(message, settings, counter, group_id):
+        return False
+    if not message.text.strip():
+        return False
+    if get_data(message, "edited") and not force:
+        return False
+    return force or not get_memory(message) or bool(get_data(message, "error"))
+
+
+def recap_message(
+    chat: Chat,
+    index: int,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    force: bool = False,
+    group_id: str | None = None,
+) -> bool | None:
+    """Recap message `index`: True when a recap was stored, False when it failed (its `error`
+    was stored), None when the message needs none."""
+    message = chat.messages[index]
+    if not needs_recap(message, settings, counter, group_id, force=force):
+        return None
+    request = build_request(chat, index, settings, counter)
+    try:
+        result = backend.message_recap(request)
+    except AutorecapError as error:
+        update_data(message, {"error": str(error)})
+        log.warning("recap of message %d failed: %s", index, error)
+        return False
+    update_data(
+        message,
+        {
+            "memory": result.memory,
+            "error": None,
+            "reasoning": result.reasoning,
+            "prefill": result.prefill,
+            "edited": False,
+        },
+    )
+    return True
+
+
+def recap_all(
+    chat: Chat,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    force: bool = False,
+    group_id: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RecapStats:
+    """Recap every message that needs one, oldest first."""
+    stats = RecapStats()
+    total = len(chat.messages)
+    for index in range(total):
+        outcome = recap_message(
+            chat, index, backend, settings, counter, force=force, group_id=group_id
+        )
+        if outcome is None:
+            stats.skipped += 1
+        elif outcome:
+            stats.made += 1
+        else:
+            stats.failed += 1
+            stats.errors.append(f"message {index}: {get_data(chat.messages[index], 'error')}")
+        if progress is not None:
+            progress(index + 1, total)
+    return stats
+
+
+class MessageRecapper:
+    """Keeps a session's message recaps up to date as its events fire.
+
+    Recaps are queued (by message, not index, so deletions do not confuse them) and made by
+    `run_pending()`, or at once with `immediate=True`, or on a background thread with
+    `start()`.
+    """
+
+    def __init__(self, session: Session, backend: RecapBackend, *, immediate: bool = False) -> None:
+        self.session = session
+        self.backend = backend
+        self.immediate = immediate
+        self._queue: dict[int, tuple[Message, bool]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        for event in (Event.MESSAGE_SENT, Event.MESSAGE_RECEIVED):
+            session.on(event, self._on_new)
+        for event in (Event.MESSAGE_EDITED, Event.MESSAGE_SWIPED):
+            session.on(event, self._on_changed)
+
+    @property
+    def pending(self) -> int:
+        """Messages waiting for a recap."""
+        with self._lock:
+            return len(self._queue)
+
+    def _on_new(self, event: Event, index: int | None) -> None:
+        if index is not None:
+            self._enqueue(self.session.messages[index], force=False)
+
+    def _on_changed(self, event: Event, index: int | None) -> None:
+        if index is not None:  # an edit or a new swipe: the old recap no longer fits the text
+            self._enqueue(self.session.messages[index], force=True)
+
+    def _enqueue(self, message: Message, *, force: bool) -> None:
+        with self._lock:
+            previous = self._queue.get(id(message))
+            self._queue[id(message)] = (message, force or bool(previous and previous[1]))
+        if self.immediate:
+            self.run_pending()
+        self._wake.set()
+
+    def run_pending(self) -> int:
+        """Make the queued recaps now; returns how many were stored."""
+        made = 0
+        while True:
+            with self._lock:
+                if not self._queue:
+                    break
+                key = next(iter(self._queue))
+                message, force = self._queue.pop(key)
+            session = self.session
+            with session.lock:
+                try:
+                    index = next(i for i, m in enumerate(session.messages) if m is message)
+                except StopIteration:
+                    continue  # deleted meanwhile
+                edited = bool(get_data(message, "edited"))
+                outcome = recap_message(
+                    session.chat,
+                    index,
+                    self.backend,
+                    session.settings,
+                    session.counter,
+                    force=force and not edited,
+                    group_id=session.group_id,
+                )
+            if outcome:
+                made += 1
+        if made:
+            self.session.refresh_debounced()
+        return made
+
+    def start(self) -> None:
+        """Make recaps on a background thread as they are queued."""
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="autorecap-recaps", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the background thread after the recap in progress."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            if not self._stopping:
+                self.run_pending()
