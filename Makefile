@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/autorecap show --sample
+	$(BIN)/autorecap demo
 
 test: $(STAMP) lint
 	$(BIN)/pytest -q

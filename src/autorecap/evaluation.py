@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from autorecap.core import running
 from autorecap.core.memory import short_term_text, update_inclusion_flags
-from autorecap.core.model import Message
+from autorecap.core.model import Chat, Message
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.llm.base import RecapBackend
 from autorecap.llm.offline import OfflineBackend
+from autorecap.pipeline import run_pipeline
 from autorecap.recaps import recap_all
 from autorecap.settings import Settings
 from autorecap.testing import GeneratedChat, generate
@@ -40,12 +42,22 @@ class EvalRow:
         return self.memory_recall / self.baseline_recall
 
 
-def memory_text(messages: Sequence[Message], budget: int, counter: TokenCounter) -> str:
+def short_term_memory(messages: Sequence[Message], budget: int, counter: TokenCounter) -> str:
     """What the short-term tier injects with an absolute budget of `budget` tokens (the
     message recaps' join; the template's own line is left out so that it costs nothing)."""
     settings = Settings(message_recap_context_type="absolute", message_recap_context_limit=budget)
     included, _ = update_inclusion_flags(messages, settings, counter)
     return short_term_text(included, "{{memories}}")
+
+
+def running_memory(chat: Chat, budget: int, backend: RecapBackend, counter: TokenCounter) -> str:
+    """What the running recap injects when it is held to `budget` tokens (scenes found,
+    recapped and folded into a copy of the chat)."""
+    copy = copy_chat(chat)
+    settings = Settings(running_scene_recap_max_tokens=budget)
+    run_pipeline(copy, backend, settings, counter, now_ms=0)
+    version = running.current(copy)
+    return str(version.get("content", "")) if version else ""
 
 
 def baseline_text(messages: Sequence[Message], budget: int, counter: TokenCounter) -> str:
@@ -62,6 +74,16 @@ def baseline_text(messages: Sequence[Message], budget: int, counter: TokenCounte
         spent += cost
         lines.append(line)
     return "\n".join(reversed(lines))
+
+
+def copy_chat(chat: Chat) -> Chat:
+    """A deep copy of a chat (its messages as new Message objects)."""
+    import copy
+
+    fresh = Chat(chat_id=chat.id, header=copy.deepcopy(chat.header))
+    for message in chat.messages:
+        fresh.append(copy.deepcopy(dict(message)))
+    return fresh
 
 
 def recall(generated: GeneratedChat, text: str) -> tuple[int, int]:
@@ -93,9 +115,8 @@ def evaluate(
                 progress(f"recapping chat {number + 1}/{chats} of {size} messages")
             recap_all(generated.chat, backend, settings, counter)
             for budget in budgets:
-                found, facts = recall(
-                    generated, memory_text(generated.chat.messages, budget, counter)
-                )
+                memory = running_memory(generated.chat, budget, backend, counter)
+                found, facts = recall(generated, memory)
                 base, _ = recall(generated, baseline_text(generated.chat.messages, budget, counter))
                 totals[budget][0] += found
                 totals[budget][1] += base

@@ -3,8 +3,8 @@
 Every message that passes the exclusion criteria gets a recap (`memory`, with `reasoning` and
 `prefill` when the backend gives them). A failure stores `error` and the chat goes on. A recap
 the user edited (`edited`) is never overwritten unless forced. With a `Session`, a
-`MessageRecapper` queues a recap when a message is sent or received, and regenerates it when the
-message is edited or swiped to a new reply.
+`MessageRecapper` queues a recap when a message is sent or received or swiped to a new reply, and
+regenerates it when the message is edited.
 """
 
 from __future__ import annotations
@@ -158,10 +158,11 @@ class MessageRecapper:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        for event in (Event.MESSAGE_SENT, Event.MESSAGE_RECEIVED):
+        for event in (Event.MESSAGE_SENT, Event.MESSAGE_RECEIVED, Event.MESSAGE_SWIPED):
+            # A new swipe starts with no recap (the handler cleared it), so it gets one; an
+            # existing swipe keeps the recap it has.
             session.on(event, self._on_new)
-        for event in (Event.MESSAGE_EDITED, Event.MESSAGE_SWIPED):
-            session.on(event, self._on_changed)
+        session.on(Event.MESSAGE_EDITED, self._on_changed)
 
     @property
     def pending(self) -> int:
@@ -174,7 +175,7 @@ class MessageRecapper:
             self._enqueue(self.session.messages[index], force=False)
 
     def _on_changed(self, event: Event, index: int | None) -> None:
-        if index is not None:  # an edit or a new swipe: the old recap no longer fits the text
+        if index is not None:  # an edit: the old recap no longer fits the text
             self._enqueue(self.session.messages[index], force=True)
 
     def _enqueue(self, message: Message, *, force: bool) -> None:

@@ -214,9 +214,9 @@ class Session:
                     "swipe_info", [{"send_date": message.get("send_date"), "extra": {}}]
                 )
             # SillyTavern moves swipe_id one past the last swipe before it generates: that is how
-            # the handler knows this is a new swipe.
+            # the handler knows this is a new swipe. Listeners hear of it once the reply is in.
             message["swipe_id"] = len(swipes)
-            self._fire(Event.MESSAGE_SWIPED, index)
+            _HANDLERS[Event.MESSAGE_SWIPED](self, index)
             now = self._iso_now()
             swipes.append(text)
             message["mes"] = text
@@ -233,6 +233,7 @@ class Session:
                     }
                 )
             self.chat.notify_change(message)
+            self._notify(Event.MESSAGE_SWIPED, index)
             return message
 
     def mark_scene_break(self, index: int, name: str | None = None) -> Message:
@@ -364,10 +365,12 @@ class Session:
 
     def _fire(self, event: Event, index: int | None) -> None:
         with self._lock:
-            handler = _HANDLERS[event]
-            handler(self, index)
-            for listener in self._listeners.get(event, ()):
-                listener(event, index)
+            _HANDLERS[event](self, index)
+            self._notify(event, index)
+
+    def _notify(self, event: Event, index: int | None) -> None:
+        for listener in self._listeners.get(event, ()):
+            listener(event, index)
 
     def _handle_chat_changed(self, index: int | None) -> None:
         self.settings = self._load_settings()  # auto_load_profile()

@@ -32,6 +32,27 @@ DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
     "The message, from {{name}}:\n{{message}}"
 )
 
+DEFAULT_SCENE_RECAP_PROMPT: Final = (
+    "You keep the memory of a long roleplay between {{user}} and {{char}}. Below is one scene "
+    "({{name}}), message by message.\n"
+    "Write its recap in at most {{max_tokens}} tokens: what happened, in order, as plain "
+    "past-tense statements. Keep every name, place, number, object, promise, secret, injury "
+    "and change in a relationship. No commentary. Answer with the recap alone.\n\n{{messages}}"
+)
+DEFAULT_RUNNING_RECAP_PROMPT: Final = (
+    "You keep the running memory of a long roleplay: a recap of every scene so far.\n"
+    "Fold the new scene into it and answer with the whole new recap, at most {{max_tokens}} "
+    "tokens. Keep the facts that still matter (names, places, numbers, debts, promises, secrets, "
+    "injuries, relationships, open questions); shorten what is settled or old; never drop the "
+    "new scene.\n\nThe recap so far:\n{{previous}}\n\nThe new scene ({{name}}):\n{{scene}}"
+)
+DEFAULT_SCENE_BREAK_PROMPT: Final = (
+    "Below are numbered messages from a roleplay. A scene ends where the place, the time or the "
+    "situation clearly changes. Find the first message, numbered from {{earliest}} to "
+    "{{latest}}, that is the LAST message of a scene. Answer with JSON only: "
+    '{"scene_break_at": <number or null>, "reason": "<a few words>"}.\n\n{{messages}}'
+)
+
 Position = Literal[-1, 0, 1, 2]
 Role = Literal[0, 1, 2]
 POSITION_NAMES: Final = {-1: "none", 0: "in prompt", 1: "in chat", 2: "before prompt"}
@@ -147,6 +168,26 @@ class Settings(BaseModel):
     )
     message_recap_max_tokens: int = Field(
         80, ge=8, le=2000, description="Longest message recap in tokens (enforced offline)."
+    )
+    scene_recap_prompt: str = Field(
+        DEFAULT_SCENE_RECAP_PROMPT,
+        description="Prompt for a scene recap: {{messages}}, {{name}}, {{user}}, {{char}}, "
+        "{{max_tokens}}.",
+    )
+    scene_recap_max_tokens: int = Field(
+        250, ge=20, le=4000, description="Longest scene recap in tokens."
+    )
+    running_recap_prompt: str = Field(
+        DEFAULT_RUNNING_RECAP_PROMPT,
+        description="Prompt to fold a scene into the running recap: {{previous}}, {{scene}}, "
+        "{{name}}, {{max_tokens}}.",
+    )
+    scene_break_prompt: str = Field(
+        DEFAULT_SCENE_BREAK_PROMPT,
+        description="Prompt to find a scene break: {{messages}}, {{earliest}}, {{latest}}.",
+    )
+    scene_break_retries: int = Field(
+        2, ge=0, le=10, description="Retries when a scene-break answer is invalid."
     )
     # --- jobs and timing ---
     max_retries: int = Field(5, ge=0, le=100, description="Retries of a failing recap job.")

@@ -117,8 +117,11 @@ class LLMServer:
 
     def not_object(self, value: Any = None, *, delay: float = 0.0) -> LLMServer:
         """A 200 whose body is JSON but not an object."""
-        self._push(Scripted("completion", body=["not", "an", "object"] if value is None else value,
-                            delay=delay))
+        self._push(
+            Scripted(
+                "completion", body=["not", "an", "object"] if value is None else value, delay=delay
+            )
+        )
         return self
 
     def drop(self, *, delay: float = 0.0) -> LLMServer:
@@ -166,13 +169,13 @@ class LLMServer:
 
 def _make_handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib name
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean
 
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+        def do_GET(self) -> None:
             self._serve(b"")
 
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             self._serve(self.rfile.read(length) if length else b"")
 

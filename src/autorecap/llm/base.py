@@ -41,6 +41,47 @@ class RecapRequest:
     max_tokens: int = 80
 
 
+@dataclass(frozen=True)
+class SceneMessage:
+    """One message of a scene, with its recap when it has one."""
+
+    index: int
+    name: str
+    text: str
+    recap: str = ""
+
+
+@dataclass(frozen=True)
+class SceneRecapRequest:
+    """A closed scene to recap."""
+
+    messages: tuple[SceneMessage, ...]
+    name: str = ""
+    user: str = "User"
+    char: str = "Assistant"
+    max_tokens: int = 200
+
+
+@dataclass(frozen=True)
+class CombineRequest:
+    """The running recap so far and the next scene's recap, to fold into a new version."""
+
+    previous: str
+    scene_recap: str
+    scene_name: str
+    max_tokens: int = 2000
+
+
+@dataclass(frozen=True)
+class SceneBreakRequest:
+    """Messages to look for a scene break in. The answer must be a message index in
+    `[earliest, latest]` (far enough from the last break, not too close to the end)."""
+
+    messages: tuple[SceneMessage, ...]
+    earliest: int
+    latest: int
+
+
 @dataclass
 class RecapResult:
     """A recap, with what the backend said on the side."""
@@ -59,6 +100,19 @@ class RecapBackend(ABC):
     @abstractmethod
     def message_recap(self, request: RecapRequest) -> RecapResult:
         """The recap of one message. Raises `LLMError` when it cannot be made."""
+
+    @abstractmethod
+    def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
+        """The recap of one closed scene."""
+
+    @abstractmethod
+    def combine(self, request: CombineRequest) -> RecapResult:
+        """The next running recap: the previous one with the new scene folded in, within
+        `max_tokens` (the caller enforces the cap too)."""
+
+    @abstractmethod
+    def find_scene_break(self, request: SceneBreakRequest) -> int | None:
+        """The index of the message that ends a scene within the request's range, or None."""
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources need it
         """Release what the backend holds (HTTP connections)."""

@@ -21,7 +21,15 @@ from typing import Any
 import httpx
 
 from autorecap.core.template import render
-from autorecap.llm.base import LLMError, RecapBackend, RecapRequest, RecapResult
+from autorecap.llm.base import (
+    CombineRequest,
+    LLMError,
+    RecapBackend,
+    RecapRequest,
+    RecapResult,
+    SceneBreakRequest,
+    SceneRecapRequest,
+)
 from autorecap.settings import Settings
 
 log = logging.getLogger("autorecap.llm")
@@ -48,6 +56,10 @@ class OpenAICompatBackend(RecapBackend):
         retries: int = 3,
         headers: dict[str, str] | None = None,
         message_prompt: str | None = None,
+        scene_prompt: str | None = None,
+        running_prompt: str | None = None,
+        break_prompt: str | None = None,
+        break_retries: int = 2,
         prefill: str = "",
         client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -66,7 +78,12 @@ class OpenAICompatBackend(RecapBackend):
         self.timeout_s = timeout_s
         self.retries = retries
         self.headers = dict(headers or {})
-        self.message_prompt = message_prompt or Settings().message_recap_prompt
+        defaults = Settings()
+        self.message_prompt = message_prompt or defaults.message_recap_prompt
+        self.scene_prompt = scene_prompt or defaults.scene_recap_prompt
+        self.running_prompt = running_prompt or defaults.running_recap_prompt
+        self.break_prompt = break_prompt or defaults.scene_break_prompt
+        self.break_retries = break_retries
         self.prefill = prefill
         self._client = client or httpx.Client(timeout=timeout_s)
         self._owns_client = client is None
@@ -97,6 +114,67 @@ class OpenAICompatBackend(RecapBackend):
         if not memory:
             raise LLMError("the LLM answered with an empty recap")
         return RecapResult(memory=memory, reasoning=reasoning, prefill=self.prefill or None)
+
+    def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
+        lines = "\n".join(f"{m.name}: {m.text}" for m in request.messages)
+        prompt = render(
+            self.scene_prompt,
+            {
+                "messages": lines,
+                "name": request.name or "the scene",
+                "user": request.user,
+                "char": request.char,
+                "max_tokens": str(request.max_tokens),
+            },
+        )
+        text, reasoning = self.chat(
+            [{"role": "user", "content": prompt}], max_tokens=max(64, request.max_tokens * 2)
+        )
+        if not text.strip():
+            raise LLMError("the LLM answered with an empty scene recap")
+        return RecapResult(memory=text.strip(), reasoning=reasoning)
+
+    def combine(self, request: CombineRequest) -> RecapResult:
+        prompt = render(
+            self.running_prompt,
+            {
+                "previous": request.previous or "(nothing yet: this is the first scene)",
+                "scene": request.scene_recap,
+                "name": request.scene_name,
+                "max_tokens": str(request.max_tokens),
+            },
+        )
+        text, reasoning = self.chat(
+            [{"role": "user", "content": prompt}], max_tokens=max(128, request.max_tokens + 200)
+        )
+        if not text.strip():
+            raise LLMError("the LLM answered with an empty running recap")
+        return RecapResult(memory=text.strip(), reasoning=reasoning)
+
+    def find_scene_break(self, request: SceneBreakRequest) -> int | None:
+        """Ask for the end of a scene; an answer outside the allowed range, or not JSON, is
+        asked again (`break_retries` times) and then treated as no break."""
+        lines = "\n".join(f"[{m.index}] {m.name}: {m.text}" for m in request.messages)
+        prompt = render(
+            self.break_prompt,
+            {"messages": lines, "earliest": str(request.earliest), "latest": str(request.latest)},
+        )
+        for attempt in range(self.break_retries + 1):
+            text, _ = self.chat([{"role": "user", "content": prompt}], max_tokens=200)
+            try:
+                answer = extract_json(text)
+            except LLMError:
+                log.info("scene-break answer %d was not JSON; asking again", attempt + 1)
+                continue
+            value = answer.get("scene_break_at") if isinstance(answer, dict) else None
+            if value is None or value is False:
+                return None
+            if isinstance(value, int | float | str) and str(value).strip().lstrip("-").isdigit():
+                index = int(value)
+                if request.earliest <= index <= request.latest:
+                    return index
+            log.info("scene-break answer %r is out of range; asking again", value)
+        return None
 
     # --- the protocol ------------------------------------------------------------------------
 
@@ -190,7 +268,8 @@ class OpenAICompatBackend(RecapBackend):
                         retryable=True,
                     )
                 raise error
-            delay = min(MAX_BACKOFF_S, retry_after or self._backoff_s * 2 ** (attempt - 1))
+            backoff = self._backoff_s * 2 ** (attempt - 1)
+            delay = min(MAX_BACKOFF_S, retry_after if retry_after is not None else backoff)
             log.warning("LLM call failed (%s); retrying in %.1f s", error, delay)
             self._sleep(delay)
 
@@ -198,7 +277,8 @@ class OpenAICompatBackend(RecapBackend):
         status = response.status_code
         detail = _error_detail(response)
         if key:
-            detail = detail.replace(key, "***")
+            detail = detail.replace(key, "***")  # mask first, cut after: no key in part either
+        detail = detail[:300]
         retryable = status == 429 or status >= 500
         hint = ""
         if status in (401, 403):
@@ -265,17 +345,16 @@ def _error_detail(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        text = response.text.strip()
-        return text[:300]
+        return response.text.strip()
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
+            return str(error["message"])
         if isinstance(error, str):
-            return error[:300]
+            return error
         if body.get("message"):
-            return str(body["message"])[:300]
-    return json.dumps(body)[:300]
+            return str(body["message"])
+    return json.dumps(body)
 
 
 def make_backend(
@@ -298,6 +377,10 @@ def make_backend(
         "timeout_s": settings.llm_timeout_s,
         "retries": settings.llm_retries,
         "message_prompt": settings.message_recap_prompt,
+        "scene_prompt": settings.scene_recap_prompt,
+        "running_prompt": settings.running_recap_prompt,
+        "break_prompt": settings.scene_break_prompt,
+        "break_retries": settings.scene_break_retries,
         "prefill": settings.message_recap_prefill,
     }
     options.update({k: v for k, v in overrides.items() if v is not None})

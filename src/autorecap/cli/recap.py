@@ -1,0 +1,300 @@
+"""`recap`, `scenes`, `eval` and `demo`: making memory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from autorecap.autosave import load_target
+from autorecap.cli._app import app, err, out
+from autorecap.core import running
+from autorecap.core.scenes import mark_break, rename_break, scenes, unmark_break
+from autorecap.core.tokens import get_counter
+from autorecap.errors import AutorecapError
+from autorecap.llm.openai_compat import make_backend
+from autorecap.pipeline import run_pipeline
+from autorecap.profiles import Profiles
+from autorecap.session import character_key_of
+from autorecap.stfiles.jsonl import write_chat
+from autorecap.store import SQLiteStore
+
+_CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
+
+
+class Backend(StrEnum):
+    offline = "offline"
+    openai = "openai"
+
+
+@app.command()
+def recap(
+    chat: _CHAT_ARG,
+    backend: Annotated[
+        Backend | None, typer.Option(help="offline (default) or openai (any compatible server).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="The LLM server's base URL (…/v1).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name to ask for.")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of in place.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Redo recaps that exist (not user-edited ones).")
+    ] = False,
+    lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
+    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+) -> None:
+    """Recap a chat: message recaps, scene breaks, scene recaps and the running recap, written
+    back in SillyTavern's format (in place, or to --output)."""
+    store = SQLiteStore(db) if db is not None else None
+    loaded, from_file = load_target(chat, store=store, lenient=lenient)
+    settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
+    engine = make_backend(
+        settings,
+        backend=backend.value if backend else None,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+    )
+    counter = get_counter(settings.tokenizer)
+    started = time.perf_counter()
+    with _progress() as bars:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bars.add_task(stage, total=max(total, 1))
+            bars.update(tasks[stage], completed=done, total=max(total, 1))
+
+        try:
+            stats = run_pipeline(
+                loaded,
+                engine,
+                settings,
+                counter,
+                now_ms=int(time.time() * 1000),
+                progress=progress,
+                force=force,
+            )
+        finally:
+            engine.close()
+    from autorecap.session import Session
+
+    Session(loaded, settings=settings).refresh()  # flags and auto-hide, as SillyTavern would
+    if from_file:
+        target = write_chat(loaded, output or loaded.path, backups=0 if output else 1)
+    elif output is not None:
+        target = write_chat(loaded, output)
+    else:
+        backend_store = store or SQLiteStore()
+        backend_store.save(loaded, full=True)
+        target = Path(f"store:{loaded.id}")
+    current = running.current(loaded)
+    out.print(
+        f"[bold]{escape(loaded.id)}[/]: {stats.messages.made} message recap(s), "
+        f"{len(stats.breaks_found)} new scene break(s), {stats.scene_recaps} scene recap(s), "
+        f"{stats.running_versions} running recap version(s); running recap "
+        f"{counter.count(str(current.get('content', ''))) if current else 0} tokens; "
+        f"{time.perf_counter() - started:.1f} s; written to {escape(str(target))}",
+        soft_wrap=True,
+    )
+    for failure in stats.failures[:10]:
+        err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
+    if stats.failures:
+        raise typer.Exit(1)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+
+
+class SceneAction(StrEnum):
+    list = "list"
+    mark = "mark"
+    unmark = "unmark"
+    rename = "rename"
+
+
+@app.command("scenes")
+def scenes_command(
+    chat: _CHAT_ARG,
+    action: Annotated[SceneAction, typer.Argument(help="list, mark N, unmark N, rename N NAME")] = (
+        SceneAction.list
+    ),
+    index: Annotated[int | None, typer.Argument(help="Message index (0-based).")] = None,
+    name: Annotated[str | None, typer.Argument(help="Scene name (rename, or mark).")] = None,
+    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+) -> None:
+    """List a chat's scenes, or mark, unmark or rename the scene break at message N."""
+    store = SQLiteStore(db) if db is not None else None
+    loaded, from_file = load_target(chat, store=store)
+    if action is SceneAction.list:
+        _print_scenes(loaded)
+        return
+    if index is None:
+        raise AutorecapError(f"`scenes {action.value}` needs a message index")
+    count = len(loaded.messages)
+    if not 0 <= index < count:
+        raise AutorecapError(f"no message {index}: the chat has {count} (0 to {count - 1})")
+    message = loaded.messages[index]
+    if action is SceneAction.mark:
+        mark_break(message, name)
+    elif action is SceneAction.unmark:
+        unmark_break(message)
+    else:
+        if not name:
+            raise AutorecapError("`scenes rename N NAME` needs the new name")
+        rename_break(message, name)
+    if from_file:
+        write_chat(loaded)
+    else:
+        (store or SQLiteStore()).save(loaded, changed=[message])
+    out.print(f"{action.value}: message {index}")
+
+
+def _print_scenes(chat: object) -> None:
+    from autorecap.core.model import Chat
+
+    assert isinstance(chat, Chat)
+    found = scenes(chat.messages)
+    if not found:
+        out.print("no messages")
+        return
+    table = Table(title=f"scenes of {chat.id}")
+    for column in ("#", "messages", "name", "recap"):
+        table.add_column(column)
+    for scene in found:
+        table.add_row(
+            str(scene.number + 1),
+            f"{scene.start}-{scene.end}" + ("" if scene.closed else " (open)"),
+            escape(scene.name),
+            escape(" ".join(scene.recap.split())[:200]),
+        )
+    out.print(table)
+
+
+@app.command("eval")
+def eval_command(
+    sizes: Annotated[str, typer.Option(help="Chat sizes, comma-separated.")] = "1000,2000",
+    budgets: Annotated[str, typer.Option(help="Token budgets, comma-separated.")] = "1000,2000",
+    chats: Annotated[int, typer.Option(help="Generated chats per size.", min=1)] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the first chat.")] = 0,
+) -> None:
+    """recall@budget: the share of planted facts whose answer reaches the injected memory,
+    against keeping only the most recent messages that fit the same budget."""
+    from autorecap.evaluation import evaluate
+
+    try:
+        size_list = [int(x) for x in sizes.split(",") if x.strip()]
+        budget_list = [int(x) for x in budgets.split(",") if x.strip()]
+    except ValueError:
+        raise AutorecapError("--sizes and --budgets take whole numbers, like 1000,2000") from None
+    rows = evaluate(
+        size_list,
+        budget_list,
+        chats=chats,
+        seed=seed,
+        progress=lambda text: err.print(f"[dim]{text}[/]"),
+    )
+    table = Table(title="recall@budget (offline engine)")
+    for column in ("messages", "budget", "facts", "memory", "recent messages", "ratio"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row.size),
+            str(row.budget),
+            str(row.facts),
+            f"{row.memory_recall:.1%}",
+            f"{row.baseline_recall:.1%}",
+            f"{row.ratio:.1f}x",
+        )
+    out.print(table)
+
+
+@app.command()
+def demo() -> None:
+    """The bundled sample chat recapped offline: its scenes, its running recap, the assembled
+    prompt, and token counts before and after memory and auto-hide. Writes nothing of yours."""
+    from autorecap.core.prompt import assemble_chat, history_from_chat
+    from autorecap.sample import sample_chat_path
+    from autorecap.session import Session
+    from autorecap.settings import Settings
+    from autorecap.stfiles.jsonl import read_chat
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "sample_chat.jsonl"
+        shutil.copyfile(sample_chat_path(), path)
+        chat = read_chat(path)
+        settings = Settings()
+        counter = get_counter(settings.tokenizer)
+        history_before = history_from_chat(chat.messages)
+        before = sum(counter.count(item.content) for item in history_before if not item.hidden)
+        out.rule("[bold]1. The sample chat")
+        out.print(f"{len(chat.messages)} messages, {before} tokens of visible history")
+        with _progress() as bars:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bars.add_task(stage, total=max(total, 1))
+                bars.update(tasks[stage], completed=done, total=max(total, 1))
+
+            run_pipeline(
+                chat,
+                make_backend(settings, backend="offline"),
+                settings,
+                counter,
+                now_ms=int(time.time() * 1000),
+                progress=progress,
+            )
+        out.rule("[bold]2. Scenes found")
+        _print_scenes(chat)
+        current = running.current(chat)
+        out.rule("[bold]3. The running recap (injected)")
+        if current:
+            out.print(escape(str(current.get("content", ""))))
+        session = Session(chat, settings=settings)
+        history = history_from_chat(chat.messages)
+        prompt = assemble_chat(
+            "You are Captain Mira Vale. Stay in character.",
+            history,
+            session.slots,
+            counter,
+            context_size=settings.context_size,
+        )
+        out.rule("[bold]4. The prompt that would be sent")
+        for message in prompt.messages[:4]:
+            out.print(f"[bold]{message['role']}[/]: {escape(message['content'][:300])}…")
+        out.print(f"… {len(prompt.messages)} messages in all")
+        after = prompt.history_tokens
+        out.rule("[bold]5. Tokens")
+        out.print(
+            f"history before memory: {before} tokens; after auto-hide: {after} tokens of "
+            f"history ({len(prompt.hidden)} messages hidden) + {prompt.injected_tokens} tokens "
+            f"of memory = {prompt.tokens} tokens in the prompt"
+        )
