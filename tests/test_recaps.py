@@ -157,7 +157,7 @@ def test_recap_all_again_changes_nothing() -> None:
     )
     assert (stats.made, stats.skipped, stats.failed) == (0, 60, 0)
     assert [dict(m["extra"][NAMESPACE]) for m in chat.messages] == before
-    assert progress == [(i, 60) for i in range(1, 61)]
+    assert progress == [(0, 0)]  # progress counts the messages that need a recap: none
 
 
 @pytest.mark.parametrize(
@@ -465,10 +465,10 @@ def test_a_new_swipe_gets_its_own_recap_and_the_old_swipe_keeps_its_own() -> Non
 
 
 def test_swiping_to_an_existing_swipe_does_not_regenerate_its_recap() -> None:
-    """BUG: `MessageRecapper` queues a *forced* regeneration on every `message_swiped`, also when
-    the user swipes back to an existing reply that already has its recap: the backend is called
-    again and the swipe's stored recap is replaced (with an LLM: a different text, and a paid
-    call) although the docstring says only edits and new replies are regenerated."""
+    """Regression: `MessageRecapper` queued a *forced* regeneration on every `message_swiped`,
+    also when the user swiped back to an existing reply that already had its recap: the backend
+    was called again and the swipe's stored recap replaced (with an LLM: a different text, and a
+    paid call)."""
     session = new_session()
     backend = ScriptedBackend()
     recapper = MessageRecapper(session, backend)
@@ -485,9 +485,9 @@ def test_swiping_to_an_existing_swipe_does_not_regenerate_its_recap() -> None:
 
 
 def test_an_immediate_recap_of_a_new_swipe_recaps_the_new_text() -> None:
-    """BUG: `Session.swipe(text=...)` fires `message_swiped` before it stores the new text, and
-    an `immediate=True` recapper recaps right inside that event: the new swipe gets a recap of
-    the OLD reply (and swipe_info[1] a copy of it)."""
+    """Regression: `Session.swipe(text=...)` fires `message_swiped` before it stores the new
+    text, and an `immediate=True` recapper recapped right inside that event: the new swipe got a
+    recap of the OLD reply."""
     session = new_session()
     recapper = MessageRecapper(session, ScriptedBackend(), immediate=True)
     session.receive("To Port Anvil.", name="Captain Mira")

@@ -114,6 +114,7 @@ def run_pipeline(
         force=force,
         group_id=group_id,
         progress=report("message recaps"),
+        concurrency=1 if isinstance(backend, OfflineBackend) else settings.llm_concurrency,
     )
     stats.failures.extend(stats.messages.errors)
     if detect:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from autorecap.core.data import get_data, get_memory, update_data
@@ -20,7 +21,7 @@ from autorecap.core.memory import check_message_exclusion
 from autorecap.core.model import Chat, Message
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
-from autorecap.llm.base import ContextMessage, RecapBackend, RecapRequest
+from autorecap.llm.base import ContextMessage, RecapBackend, RecapRequest, RecapResult
 from autorecap.session import Session, character_name_of, user_name_of
 from autorecap.settings import Settings
 
@@ -96,19 +97,10 @@ def recap_message(
     try:
         result = backend.message_recap(request)
     except AutorecapError as error:
-        update_data(message, {"error": str(error)})
+        _store(message, error)
         log.warning("recap of message %d failed: %s", index, error)
         return False
-    update_data(
-        message,
-        {
-            "memory": result.memory,
-            "error": None,
-            "reasoning": result.reasoning,
-            "prefill": result.prefill,
-            "edited": False,
-        },
-    )
+    _store(message, result)
     return True
 
 
@@ -121,24 +113,72 @@ def recap_all(
     force: bool = False,
     group_id: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    concurrency: int = 1,
 ) -> RecapStats:
-    """Recap every message that needs one, oldest first."""
+    """Recap every message that needs one, oldest first; `progress(done, total)` counts those
+    messages (`(0, 0)` when none needs one). With `concurrency > 1` the backend
+    is called that many times at once (LLM calls are independent); results are stored in
+    message order on this thread, so a chat is only ever written by one thread."""
     stats = RecapStats()
     total = len(chat.messages)
-    for index in range(total):
-        outcome = recap_message(
-            chat, index, backend, settings, counter, force=force, group_id=group_id
-        )
-        if outcome is None:
-            stats.skipped += 1
-        elif outcome:
-            stats.made += 1
-        else:
-            stats.failed += 1
-            stats.errors.append(f"message {index}: {get_data(chat.messages[index], 'error')}")
+    todo = [
+        i
+        for i, m in enumerate(chat.messages)
+        if needs_recap(m, settings, counter, group_id, force=force)
+    ]
+    stats.skipped = total - len(todo)
+    if not todo:
         if progress is not None:
-            progress(index + 1, total)
+            progress(0, 0)  # nothing to do: done
+        return stats
+    if concurrency <= 1 or len(todo) <= 1:
+        for done, index in enumerate(todo, start=1):
+            outcome = recap_message(
+                chat, index, backend, settings, counter, force=force, group_id=group_id
+            )
+            _count(stats, chat, index, outcome)
+            if progress is not None:
+                progress(done, len(todo))
+        return stats
+    requests = {i: build_request(chat, i, settings, counter) for i in todo}
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="autorecap-llm") as pool:
+        futures = {index: pool.submit(backend.message_recap, requests[index]) for index in todo}
+        for done, index in enumerate(todo, start=1):
+            try:
+                result: RecapResult | AutorecapError = futures[index].result()
+            except AutorecapError as error:
+                result = error
+            _store(chat.messages[index], result)
+            _count(stats, chat, index, not isinstance(result, AutorecapError))
+            if progress is not None:
+                progress(done, len(todo))
     return stats
+
+
+def _store(message: Message, result: RecapResult | AutorecapError) -> None:
+    if isinstance(result, AutorecapError):
+        update_data(message, {"error": str(result)})
+        return
+    update_data(
+        message,
+        {
+            "memory": result.memory,
+            "error": None,
+            "reasoning": result.reasoning,
+            "prefill": result.prefill,
+            "edited": False,
+        },
+    )
+
+
+def _count(stats: RecapStats, chat: Chat, index: int, outcome: bool | None) -> None:
+    if outcome is None:
+        stats.skipped += 1
+    elif outcome:
+        stats.made += 1
+    else:
+        stats.failed += 1
+        stats.errors.append(f"message {index}: {get_data(chat.messages[index], 'error')}")
 
 
 class MessageRecapper:

@@ -152,6 +152,9 @@ class Settings(BaseModel):
     llm_temperature: float = Field(0.3, ge=0, le=2, description="Sampling temperature.")
     llm_max_tokens: int = Field(400, ge=1, description="Most tokens one LLM answer may use.")
     llm_timeout_s: float = Field(120, gt=0, description="Seconds to wait for one LLM answer.")
+    llm_concurrency: int = Field(
+        4, ge=1, le=64, description="LLM calls made at once for message recaps."
+    )
     llm_retries: int = Field(
         3, ge=0, le=20, description="Retries of one LLM call on 429, 5xx and timeouts."
     )

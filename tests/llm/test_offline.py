@@ -63,9 +63,9 @@ def test_a_code_and_a_name_are_kept() -> None:
 
 
 def test_the_best_sentence_is_kept_when_it_barely_overflows_the_cap() -> None:
-    """BUG (fact loss): the recap cap of this 27-token message is 24 tokens; the informative
-    sentence costs 21 plus 4 for "Mira: ", so it is skipped whole and the filler sentence that
-    fits is kept instead. The best sentence is only ever cut to size when nothing at all fits."""
+    """Regression (fact loss): the soft cap of this 27-token message is 24 tokens; the
+    informative sentence costs 21 plus 4 for "Mira: ". It used to be skipped whole, and the filler
+    sentence that fits was kept instead."""
     text = (
         "The vault under the old mill opens with 4417, and only Harrow Vane knows it. "
         "The wind is cold."
@@ -168,11 +168,11 @@ HUGE_SENTENCE = " ".join(["the airship drifts over the silent harbour"] * 150)
 UNICODE_TEXT = "Émile paie 40 couronnes à Zoë. Ça coûte cher! Die Brücke über Ærø ist weg… Ok."
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
-    text=_SPACED_TEXT,
-    name=st.sampled_from(["", "Mira", "Captain Mira", "Zoë"]),
-    max_tokens=st.integers(min_value=40, max_value=300),
+    text=st.one_of(_SPACED_TEXT, st.text(max_size=1500)),
+    name=st.one_of(st.sampled_from(["", "Mira", "Captain Mira", "Zoë"]), st.text(max_size=40)),
+    max_tokens=st.integers(min_value=8, max_value=300),
 )
 @example(text="", name="Mira", max_tokens=80)
 @example(text=HUGE_SENTENCE, name="Mira", max_tokens=40)
@@ -205,9 +205,9 @@ def test_the_cap_holds_for_small_caps_with_ordinary_words(max_tokens: int) -> No
 def test_the_cap_holds_for_text_without_spaces_and_long_names(
     text: str, name: str, max_tokens: int
 ) -> None:
-    """BUG: the hard cap is only enforced by cutting whole words, and the first word (or the
-    name prefix) is always kept: text with no whitespace (CJK, a URL, a long token) or a name
-    longer than the cap gives a recap far over `max_tokens` (336 tokens for the CJK case)."""
+    """Regression: the hard cap used to be enforced only by cutting whole words, always keeping
+    the first word and the name prefix: text with no whitespace (CJK, a long token) or a name
+    longer than the cap gave a recap far over `max_tokens` (336 tokens for the CJK case)."""
     memory = recap(text, name=name, max_tokens=max_tokens)
     assert COUNTER.count(memory) <= max_tokens
 
@@ -215,9 +215,9 @@ def test_the_cap_holds_for_text_without_spaces_and_long_names(
 # --- planted facts in generated chats --------------------------------------------------------
 
 SEEDS = range(6)
-OBSERVED_RATE = 0.59
-"""Share of planted facts whose answer the offline recap kept, over SEEDS (147 facts), when this
-test was written."""
+OBSERVED_RATE = 0.918
+"""Share of planted facts whose answer the offline recap kept, over SEEDS (135 of 147 facts),
+when this test was written."""
 
 
 def _fact_keeping() -> tuple[int, int]:
@@ -234,23 +234,14 @@ def _fact_keeping() -> tuple[int, int]:
     return kept, total
 
 
-@pytest.fixture(scope="module")
-def fact_keeping() -> tuple[int, int]:
-    return _fact_keeping()
-
-
-def test_planted_facts_survive_in_their_messages_recaps(fact_keeping: tuple[int, int]) -> None:
-    """BUG (quality): the goal is that at least 90% of planted facts survive into the recap of
-    the message that states them; the offline engine keeps about 59%."""
-    kept, total = fact_keeping
+def test_planted_facts_survive_in_their_messages_recaps() -> None:
+    """The goal: at least 90% of planted facts survive into the recap of the message that
+    states them (the first version of the engine kept 59%)."""
+    kept, total = _fact_keeping()
     print(f"offline fact-keeping rate: {kept}/{total} = {kept / total:.3f}")
     assert total > 100
     assert kept / total >= 0.90
-
-
-def test_the_fact_keeping_rate_does_not_regress(fact_keeping: tuple[int, int]) -> None:
-    kept, total = fact_keeping
-    assert kept / total >= OBSERVED_RATE - 0.04
+    assert kept / total >= OBSERVED_RATE - 0.015  # no regression from what was measured
 
 
 def test_a_single_recap_of_a_fact_message_matches_recap_all() -> None:

@@ -241,7 +241,7 @@ def test_429_then_success(
 def test_retry_after_zero_means_retry_at_once(
     llm_server: LLMServer, make_client: MakeClient, sleeps: SleepRecorder
 ) -> None:
-    """BUG: `retry_after or backoff` treats `Retry-After: 0` as absent and waits the backoff."""
+    """Regression: `retry_after or backoff` treated `Retry-After: 0` as absent."""
     llm_server.error(429, retry_after="0").reply("ok")
     make_client(retries=3, backoff_s=0.5).message_recap(REQUEST)
     assert sleeps.delays == [0.0]
@@ -547,8 +547,9 @@ def test_a_key_echoed_in_a_text_error_body_is_masked(
 def test_a_key_echoed_at_the_end_of_a_long_error_body_does_not_leak_in_part(
     llm_server: LLMServer, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """BUG: the error detail is cut to 300 characters *before* the key is masked, so a key that
-    straddles the cut is not recognised and its first characters end up in the error."""
+    """Regression: the error detail was cut to 300 characters *before* the key was masked, so
+    a key straddling the cut was not recognised and its first characters ended up in the
+    error."""
     key = "sk-live-0123456789abcdefghijklmnopqrstuv"
     monkeypatch.setenv("MY_TEST_KEY", key)
     llm_server.error(401, {"error": {"message": "x" * 280 + " key: " + key}})

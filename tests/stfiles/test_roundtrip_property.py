@@ -67,7 +67,10 @@ INTS = st.one_of(
     st.integers(2**53 - 2, 2**80),
     st.integers(-(2**80), -(2**53) + 2),
 )
-FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+# Infinite floats stand for number literals beyond a double's range (`1e400`): valid JSON, read
+# as infinity by JSON.parse and json.loads alike. The literals NaN and Infinity are never written.
+FLOATS = st.floats(allow_nan=False)
+NON_FINITE = st.sampled_from([math.inf, -math.inf, math.nan])  # only set from Python, never read
 SCALARS = st.one_of(st.none(), st.booleans(), INTS, FLOATS, TEXT)
 VALUES = st.recursive(
     SCALARS,
@@ -174,6 +177,9 @@ def _render_int(draw: st.DrawFn, value: int) -> str:
 def _render_float(draw: st.DrawFn, value: float) -> str:
     """The same float in any JSON number form: `1`, `1.0`, `1e0`, `1E+0`, `10e-1`, `0.10e1`..."""
     sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if math.isinf(value):
+        overflowing = ["1e400", "1E+309", "2e999", "1" + "0" * 309 + ".0", "1.7976931348623159e308"]
+        return sign + draw(st.sampled_from(overflowing))
     if value == 0:
         return sign + draw(st.sampled_from(["0", "0.0", "0e0", "0.00E+3", "0e-7"]))
     _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
@@ -359,8 +365,8 @@ def chat_files(draw: st.DrawFn, *, bad: bool = False, min_messages: int = 0) -> 
             value["chat_metadata"] = draw(st.one_of(SCALARS, st.lists(SCALARS, max_size=2)))
         header = Line("bad-header" if header_kind == "bad-meta" else "header", b"", b"", value)
         header.raw = _render_line(draw, value)
-    kind = st.sampled_from(["message"] * 4 + ["blank"] + ["bad"] * (2 * bad))
-    kinds = [draw(kind) for _ in range(draw(st.integers(0, 6)))]
+    line_kinds = st.sampled_from(["message"] * 4 + ["blank"] + ["bad"] * (2 * bad))
+    kinds = [draw(line_kinds) for _ in range(draw(st.integers(0, 6)))]
     for _ in range(min_messages - kinds.count("message")):
         kinds.insert(draw(st.integers(0, len(kinds))), "message")
     lines = [header]
@@ -519,6 +525,8 @@ def _same_js_value(read: Any, expected: Any) -> bool:
             and len(read) == len(expected)
             and all(_same_js_value(r, e) for r, e in zip(read, expected, strict=True))
         )
+    if isinstance(expected, float) and not math.isfinite(expected):
+        return read is None  # JSON.stringify writes NaN and Infinity as null
     if isinstance(expected, float):
         return type(read) in (int, float) and float(read) == expected
     return type(read) is type(expected) and read == expected
@@ -632,14 +640,14 @@ def _mutate(data: st.DataObject, message: dict[str, Any]) -> None:
         autorecap.set_data(message, "memory", data.draw(SAFE_TEXT))
     elif kind == "value":
         key = data.draw(st.one_of(st.sampled_from(list(message) or ["k"]), KEYS))
-        message[key] = data.draw(VALUES)
+        message[key] = data.draw(st.one_of(VALUES, NON_FINITE))
     elif kind == "delete" and message:
         del message[data.draw(st.sampled_from(list(message)))]
     elif kind == "move" and len(message) > 1:  # a new key order is a change too
         key = data.draw(st.sampled_from(list(message)[:-1]))
         message[key] = message.pop(key)
     else:
-        message["mes"] = data.draw(st.one_of(SAFE_TEXT, INTS, FLOATS))
+        message["mes"] = data.draw(st.one_of(SAFE_TEXT, INTS, FLOATS, NON_FINITE))
 
 
 @settings(max_examples=80, deadline=None)
@@ -800,7 +808,7 @@ def test_js_number_agrees_with_ecmascript_number_to_string(value: float) -> None
 
 
 # --------------------------------------------------------------------------------------------
-# Bugs found by the properties above (minimal reproductions)
+# Bugs these properties found, as minimal reproductions (regression tests)
 # --------------------------------------------------------------------------------------------
 
 
@@ -813,17 +821,22 @@ def test_js_number_agrees_with_ecmascript_number_to_string(value: float) -> None
     ],
 )
 def test_number_literal_beyond_double_range_round_trips(data: bytes) -> None:
-    """Promise 1: `1e400` is valid JSON (JSON.parse reads it as Infinity), so a line holding it
-    must be written back unchanged. Bug: json.loads reads it as inf and dumps_canonical(...,
-    allow_nan=False) then raises ValueError from serialize_chat."""
+    """Promises 1 and 3: `1e400` is valid JSON (JSON.parse reads it as Infinity), so a line
+    holding it is written back unchanged, and as `null` (JSON.stringify) once its message
+    changes. Was: json.loads reads inf and dumps_canonical(..., allow_nan=False) raised
+    ValueError out of serialize_chat."""
     chat = parse_chat(data, chat_id="x")
     assert serialize_chat(chat) == data
+    message = chat.messages[0]
+    message["mes"] = "changed"
+    line = serialize_chat(chat).removeprefix(data.split(b"\n")[0] + b"\n").rstrip(b"\n")
+    assert line == _js_stringify(message).encode("utf-8")
 
 
 def test_huge_integer_literal_round_trips() -> None:
     """Promise 1: an integer literal of more than 4300 digits is valid JSON and must round-trip.
-    Bug: Python's int-string limit makes json.loads raise ValueError, so the line is reported
-    as 'not valid JSON' and a strict read refuses the file."""
+    Was: Python's int-string limit made json.loads raise ValueError, so the line was reported
+    as 'not valid JSON' and a strict read refused the file."""
     data = b'{"user_name":"u"}\n{"n":1' + b"0" * 4300 + b"}\n"
     chat = parse_chat(data, chat_id="x")
     assert serialize_chat(chat) == data
@@ -831,9 +844,9 @@ def test_huge_integer_literal_round_trips() -> None:
 
 @pytest.mark.parametrize("data", [b'{"user_name":"u"}\r\n{"mes":"a"}\r', b'{"user_name":"u"}\r'])
 def test_append_after_a_file_ending_in_a_bare_cr_starts_a_new_line(data: bytes) -> None:
-    """Promise 4: an appended message is a line of its own. Bug: when the file ends in a bare
-    `\\r` (e.g. a CRLF file whose last `\\n` was lost), the last line keeps `\\r` as its line
-    end and the new message is written right after it, so both end up on one unreadable line."""
+    """Promise 4: an appended message is a line of its own. Was: when the file ended in a bare
+    `\\r` (e.g. a CRLF file whose last `\\n` was lost), the last line kept `\\r` as its line
+    end and the new message was written right after it: both on one unreadable line."""
     chat = parse_chat(data, chat_id="x")
     before = [dict(m) for m in chat.messages]
     chat.append({"mes": "b"})
@@ -841,3 +854,15 @@ def test_append_after_a_file_ending_in_a_bare_cr_starts_a_new_line(data: bytes) 
     assert out.startswith(data.rstrip(b"\r"))
     reread = parse_chat(out, chat_id="x")
     assert [dict(m) for m in reread.messages] == [*before, {"mes": "b"}]
+
+
+def test_plain_dict_in_chat_messages_is_written_like_an_appended_message() -> None:
+    """Promise 4 (appending), through the public list: a plain dict put into `chat.messages`
+    is written like `chat.append` writes it. Bug: serialize_chat reads `message._eol` and
+    raises AttributeError, although `_message_bytes`/`message_line` accept plain dicts."""
+    data = b'{"user_name":"u"}\n{"mes":"a"}\n'
+    expected = parse_chat(data, chat_id="x")
+    expected.append({"mes": "b"})
+    chat = parse_chat(data, chat_id="x")
+    chat.messages.append({"mes": "b"})  # type: ignore[arg-type]
+    assert serialize_chat(chat) == serialize_chat(expected) == data + b'{"mes":"b"}\n'
