@@ -526,7 +526,8 @@ def _same_js_value(read: Any, expected: Any) -> bool:
             and all(_same_js_value(r, e) for r, e in zip(read, expected, strict=True))
         )
     if isinstance(expected, float) and not math.isfinite(expected):
-        return read is None  # JSON.stringify writes NaN and Infinity as null
+        # JSON.stringify writes Infinity as null; an unchanged line keeps its 1e400 (infinity).
+        return read is None or read == expected
     if isinstance(expected, float):
         return type(read) in (int, float) and float(read) == expected
     return type(read) is type(expected) and read == expected

@@ -236,6 +236,12 @@ class Chat:
         adopted._chat = self
         return adopted
 
+    def adopt_all(self) -> None:
+        """Turn plain dicts put straight into `chat.messages` into messages of this chat."""
+        for index, message in enumerate(self.messages):
+            if not isinstance(message, Message) or message._chat is not self:
+                self.messages[index] = self.adopt(message)
+
     def __len__(self) -> int:
         return len(self.messages)
 

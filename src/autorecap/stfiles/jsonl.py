@@ -137,6 +137,7 @@ def parse_chat(
 def serialize_chat(chat: Chat) -> bytes:
     """The bytes of `chat` as a SillyTavern chat file (see the module docstring)."""
     layout = chat.layout
+    chat.adopt_all()
     entries: list[tuple[bytes, bytes | None]] = [(_header_bytes(chat), layout.header_eol)]
     kept_after = _anchor_kept_lines(chat) if layout.kept else {}
     for kept in kept_after.get(None, ()):

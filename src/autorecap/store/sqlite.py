@@ -210,6 +210,7 @@ class SQLiteStore(ChatStore):
         full: bool = False,
     ) -> int:
         written = 0
+        chat.adopt_all()
         with self._lock, self._transaction():
             row = self._db.execute(
                 "SELECT header_raw, layout, next_pos FROM chats WHERE id = ?", (chat.id,)
