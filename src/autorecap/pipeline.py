@@ -39,7 +39,7 @@ from autorecap.llm.base import (
     SceneMessage,
     SceneRecapRequest,
 )
-from autorecap.llm.offline import OfflineBackend
+from autorecap.llm.offline import OfflineBackend, cut_to
 from autorecap.llm.offline_scenes import fit_lines, pick_scene_starts, score_scene_starts
 from autorecap.recaps import RecapStats, recap_all
 from autorecap.session import character_name_of, user_name_of
@@ -118,7 +118,12 @@ def run_pipeline(
     )
     stats.failures.extend(stats.messages.errors)
     if detect:
-        stats.breaks_found = detect_scene_breaks(chat, backend, settings, progress=report("scenes"))
+        try:
+            stats.breaks_found = detect_scene_breaks(
+                chat, backend, settings, progress=report("scenes")
+            )
+        except AutorecapError as error:
+            stats.failures.append(f"scene detection: {error}")
     stats.scene_recaps = recap_scenes(
         chat,
         backend,
@@ -305,9 +310,13 @@ def update_running_recap(
 ) -> int:
     """Fold the closed scenes not yet in the running recap into it, one version each (the
     latest `running_scene_recap_exclude_latest` wait). Returns the versions added."""
-    closed = [s for s in scenes(chat.messages) if s.closed and s.recap]
+    closed = [s for s in scenes(chat.messages) if s.closed]
     waiting = settings.running_scene_recap_exclude_latest
-    eligible: list[Scene] = closed[: len(closed) - waiting] if waiting else closed
+    eligible: list[Scene] = closed[: max(0, len(closed) - waiting)]
+    for position, scene in enumerate(eligible):
+        if not scene.recap:  # its recap failed or is missing: it and every later scene wait
+            eligible = eligible[:position]
+            break
     current = running.current(chat)
     done_until = int(current.get("new_scene_index", -1)) if current else -1
     pending = [s for s in eligible if s.end > done_until]
@@ -345,18 +354,23 @@ def update_running_recap(
 
 
 def enforce_cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """Hold a recap under `max_tokens`: its oldest lines are shortened first, never its last."""
+    """Hold a recap under `max_tokens`: its oldest lines are shortened first, then dropped;
+    the last (newest) line is only ever shortened, keeping its start (its scene label)."""
     if counter.count(text) <= max_tokens:
         return text
     lines = [line for line in text.splitlines() if line.strip()]
     shrinker = OfflineBackend(counter)
-    if len(lines) == 1:
-        sentences = re.split(r"(?<=[.!?])\s+", lines[0])
-        lines = sentences
-        fitted = fit_lines(lines, max_tokens, counter, shrinker.shrink_line)
-        joined = " ".join(fitted)
-    else:
-        joined = "\n".join(fit_lines(lines, max_tokens, counter, shrinker.shrink_line))
-    while counter.count(joined) > max_tokens and " " in joined:  # a single huge line
-        joined = joined[: max(1, len(joined) * 9 // 10)].rsplit(" ", 1)[0] + "…"
-    return joined
+    if len(lines) > 1:
+        lines = fit_lines(lines, max_tokens, counter, shrinker.shrink_line)
+    joined = "\n".join(lines)
+    if counter.count(joined) <= max_tokens:
+        return joined
+    # The newest line alone is too long: keep its first sentence (label and all), then what
+    # else fits, in order; cut characters when even the first sentence does not fit.
+    newest = lines[-1]
+    sentences = re.split(r"(?<=[.!?…])\s+", newest)
+    kept = [sentences[0]]
+    for sentence in sentences[1:]:
+        if counter.count(" ".join([*kept, sentence])) <= max_tokens:
+            kept.append(sentence)
+    return cut_to(" ".join(kept), max_tokens, counter)

@@ -57,7 +57,7 @@ def recap(
         Path | None, typer.Option("-o", "--output", help="Write here instead of in place.")
     ] = None,
     force: Annotated[
-        bool, typer.Option(help="Redo recaps that exist (not user-edited ones).")
+        bool, typer.Option(help="Redo every recap, including ones you edited yourself.")
     ] = False,
     lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
     db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,

@@ -69,7 +69,55 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial", _m001_initial),)
+def _m002_jobs(db: sqlite3.Connection) -> None:
+    _run(
+        db,
+        """
+        CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            target INTEGER,
+            priority INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL DEFAULT 'queued',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_retries INTEGER NOT NULL DEFAULT 5,
+            not_before REAL NOT NULL DEFAULT 0,
+            lease_until REAL NOT NULL DEFAULT 0,
+            worker TEXT,
+            error TEXT,
+            progress REAL NOT NULL DEFAULT 0,
+            note TEXT,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        );
+        CREATE INDEX jobs_ready ON jobs (state, priority DESC, id);
+        CREATE TABLE job_deps (
+            job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+            depends_on INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+            PRIMARY KEY (job_id, depends_on)
+        );
+        CREATE TABLE job_results (
+            kind TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            target INTEGER NOT NULL DEFAULT -1,
+            input_hash TEXT NOT NULL,
+            PRIMARY KEY (kind, chat_id, target)
+        );
+        CREATE TABLE queue_state (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial", _m001_initial),
+    Migration(2, "jobs", _m002_jobs),
+)
 """Every migration, in order. The schema version of a database is its last applied number."""
 
 

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +208,10 @@ class SQLiteStore(ChatStore):
         header: bool = False,
         structure: bool = False,
         full: bool = False,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> int:
+        """See `ChatStore.save`. `also(db)` runs inside the same transaction (a job queue marks
+        its job done there, so that the recap and the job's completion land together)."""
         written = 0
         chat.adopt_all()
         with self._lock, self._transaction():
@@ -240,7 +243,14 @@ class SQLiteStore(ChatStore):
                     (_changed_message_json(message), message._id),
                 )
                 written += 1
+            if also is not None:
+                also(self._db)
         return written
+
+    def run(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run `work(db)` in one transaction, with the store's lock held (one writer)."""
+        with self._lock, self._transaction():
+            return work(self._db)
 
     def _save_structure(self, chat: Chat, next_pos: int) -> int:
         """Insert new messages, delete removed ones, and keep the stored order."""

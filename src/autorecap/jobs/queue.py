@@ -1,0 +1,328 @@
+"""A persistent job queue for recap work, kept in the store's SQLite database.
+
+Jobs have priorities and dependencies (a running-recap combine waits for its scene recap),
+are retried with exponential backoff up to their `max_retries`, then end `failed` with their
+error. A failing job never delays others: only jobs that are ready (not waiting for a retry
+time or an unfinished dependency) are claimed, highest priority first. A claim is a lease: a
+worker that dies mid-job loses it when the lease runs out and another worker takes the job over.
+A job's effect and its completion are written in one transaction, so each job completes once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from autorecap.errors import AutorecapError
+from autorecap.store.sqlite import SQLiteStore
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+LEASE_S = 60.0
+MAX_BACKOFF_S = 300.0
+
+
+class JobError(AutorecapError):
+    """A job id that does not exist, or an action its state does not allow."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of recap work."""
+
+    id: int
+    kind: str
+    chat_id: str
+    target: int | None
+    priority: int
+    state: str
+    attempts: int
+    max_retries: int
+    not_before: float
+    error: str | None
+    progress: float
+    note: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+    @property
+    def label(self) -> str:
+        """`kind chat[#target]`, for lists and logs."""
+        suffix = f"#{self.target}" if self.target is not None else ""
+        return f"{self.kind} {self.chat_id}{suffix}"
+
+
+_COLUMNS = (
+    "id, kind, chat_id, target, priority, state, attempts, max_retries, not_before, error, "
+    "progress, note, created_at, updated_at, finished_at"
+)
+
+
+class JobQueue:
+    """The queue, in the same database (and behind the same writer lock) as the chats."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        backoff_s: float = 2.0,
+        lease_s: float = LEASE_S,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.backoff_s = backoff_s
+        self.lease_s = lease_s
+        self.worker_name = f"{socket.gethostname()}:{os.getpid()}"
+
+    # --- adding --------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        chat_id: str,
+        target: int | None = None,
+        *,
+        priority: int = 0,
+        max_retries: int = 5,
+        depends_on: Iterable[int] = (),
+    ) -> int:
+        """Add a job (or return the id of the same job already waiting)."""
+        now = self.clock()
+        deps = sorted(set(depends_on))
+
+        def work(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT id FROM jobs WHERE kind = ? AND chat_id = ? AND target IS ? "
+                "AND state IN ('queued', 'running')",
+                (kind, chat_id, target),
+            ).fetchone()
+            if row is not None:
+                job_id: int = row[0]
+            else:
+                cursor = db.execute(
+                    "INSERT INTO jobs (kind, chat_id, target, priority, max_retries, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (kind, chat_id, target, priority, max_retries, now, now),
+                )
+                job_id = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT OR IGNORE INTO job_deps (job_id, depends_on) VALUES (?, ?)",
+                [(job_id, dep) for dep in deps if dep != job_id],
+            )
+            return job_id
+
+        result: int = self.store.run(work)
+        return result
+
+    # --- working -------------------------------------------------------------------------------
+
+    def claim(self) -> Job | None:
+        """Take the next ready job (None when none is ready or the queue is paused)."""
+        now = self.clock()
+
+        def work(db: sqlite3.Connection) -> Job | None:
+            if _paused(db):
+                return None
+            # A worker that died leaves its job running with an expired lease: take it back.
+            db.execute(
+                "UPDATE jobs SET state = 'queued', worker = NULL WHERE state = 'running' "
+                "AND lease_until < ?",
+                (now,),
+            )
+            row = db.execute(
+                f"""SELECT {_COLUMNS} FROM jobs j
+                    WHERE state = 'queued' AND not_before <= ?
+                      AND NOT EXISTS (
+                        SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on
+                        WHERE d.job_id = j.id AND p.state != 'done')
+                    ORDER BY priority DESC, id LIMIT 1""",
+                (now,),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE jobs SET state = 'running', worker = ?, lease_until = ?, "
+                "attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                (self.worker_name, now + self.lease_s, now, row[0]),
+            )
+            job = _job(row)
+            return Job(**{**job.__dict__, "state": "running", "attempts": job.attempts + 1})
+
+        result: Job | None = self.store.run(work)
+        return result
+
+    def finish(self, db: sqlite3.Connection, job: Job, *, input_hash: str | None = None) -> None:
+        """Mark `job` done (call it inside the transaction that writes the job's effect)."""
+        now = self.clock()
+        db.execute(
+            "UPDATE jobs SET state = 'done', error = NULL, progress = 1, finished_at = ?, "
+            "updated_at = ?, worker = NULL WHERE id = ?",
+            (now, now, job.id),
+        )
+        if input_hash is not None:
+            db.execute(
+                "INSERT OR REPLACE INTO job_results (kind, chat_id, target, input_hash) "
+                "VALUES (?, ?, ?, ?)",
+                (job.kind, job.chat_id, -1 if job.target is None else job.target, input_hash),
+            )
+
+    def complete(self, job: Job, *, input_hash: str | None = None) -> None:
+        """Mark a job done that wrote nothing of its own."""
+        self.store.run(lambda db: self.finish(db, job, input_hash=input_hash))
+
+    def fail(self, job: Job, error: str) -> str:
+        """Record a failure: retried later (exponential backoff), or `failed` for good once
+        `max_retries` retries are spent. Returns the job's new state."""
+        now = self.clock()
+
+        def work(db: sqlite3.Connection) -> str:
+            row = db.execute(
+                "SELECT attempts, max_retries, cancel_requested FROM jobs WHERE id = ?", (job.id,)
+            ).fetchone()
+            attempts, max_retries, cancelled = row
+            if cancelled:
+                state, not_before = "cancelled", 0.0
+            elif attempts > max_retries:
+                state, not_before = "failed", 0.0
+            else:
+                state = "queued"
+                not_before = now + min(MAX_BACKOFF_S, self.backoff_s * 2 ** (attempts - 1))
+            db.execute(
+                "UPDATE jobs SET state = ?, error = ?, not_before = ?, worker = NULL, "
+                "updated_at = ?, finished_at = ? WHERE id = ?",
+                (state, error, not_before, now, now if state != "queued" else None, job.id),
+            )
+            return state
+
+        result: str = self.store.run(work)
+        return result
+
+    def last_input(self, job: Job) -> str | None:
+        """The input hash of this job's last success (idempotence)."""
+        row = self.store.run(
+            lambda db: db.execute(
+                "SELECT input_hash FROM job_results WHERE kind = ? AND chat_id = ? AND target = ?",
+                (job.kind, job.chat_id, -1 if job.target is None else job.target),
+            ).fetchone()
+        )
+        return str(row[0]) if row else None
+
+    def set_progress(self, job: Job, progress: float, note: str | None = None) -> None:
+        """Report how far a running job is (0 to 1)."""
+        now = self.clock()
+        self.store.run(
+            lambda db: db.execute(
+                "UPDATE jobs SET progress = ?, note = ?, updated_at = ?, lease_until = ? "
+                "WHERE id = ?",
+                (progress, note, now, now + self.lease_s, job.id),
+            )
+        )
+
+    def cancel_requested(self, job: Job) -> bool:
+        """True when someone cancelled a job while it ran."""
+        row = self.store.run(
+            lambda db: db.execute(
+                "SELECT cancel_requested FROM jobs WHERE id = ?", (job.id,)
+            ).fetchone()
+        )
+        return bool(row and row[0])
+
+    # --- managing ------------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        row = self.store.run(
+            lambda db: db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        )
+        if row is None:
+            raise JobError(f"no job {job_id}: `autorecap jobs list` shows the jobs")
+        return _job(row)
+
+    def list(self, *, states: Iterable[str] = STATES, chat_id: str | None = None) -> list[Job]:
+        wanted = tuple(states)
+        marks = ",".join("?" * len(wanted))
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks})"
+        params: list[Any] = list(wanted)
+        if chat_id is not None:
+            sql += " AND chat_id = ?"
+            params.append(chat_id)
+        rows = self.store.run(lambda db: db.execute(sql + " ORDER BY id", params).fetchall())
+        return [_job(row) for row in rows]
+
+    def counts(self, chat_id: str | None = None) -> dict[str, int]:
+        """How many jobs are in each state."""
+        sql = "SELECT state, COUNT(*) FROM jobs"
+        params: tuple[Any, ...] = ()
+        if chat_id is not None:
+            sql += " WHERE chat_id = ?"
+            params = (chat_id,)
+        rows = self.store.run(lambda db: db.execute(sql + " GROUP BY state", params).fetchall())
+        found = dict.fromkeys(STATES, 0)
+        found.update({state: count for state, count in rows})
+        return found
+
+    def retry(self, job_id: int) -> None:
+        """Queue a failed or cancelled job again, with fresh retries."""
+        job = self.get(job_id)
+        if job.state not in ("failed", "cancelled"):
+            raise JobError(f"job {job_id} is {job.state}: only failed or cancelled jobs retry")
+        now = self.clock()
+        self.store.run(
+            lambda db: db.execute(
+                "UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, error = NULL, "
+                "cancel_requested = 0, finished_at = NULL, updated_at = ? WHERE id = ?",
+                (now, job_id),
+            )
+        )
+
+    def cancel(self, job_id: int) -> str:
+        """Cancel a queued job at once, or a running one when it next checks. Returns what
+        happened ("cancelled" or "cancelling")."""
+        job = self.get(job_id)
+        if job.state in ("done", "failed", "cancelled"):
+            raise JobError(f"job {job_id} is already {job.state}")
+        now = self.clock()
+        if job.state == "queued":
+            self.store.run(
+                lambda db: db.execute(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (now, now, job_id),
+                )
+            )
+            return "cancelled"
+        self.store.run(
+            lambda db: db.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (job_id,))
+        )
+        return "cancelling"
+
+    def pause(self) -> None:
+        """Stop workers from taking new jobs (running ones finish)."""
+        self.store.run(
+            lambda db: db.execute(
+                "INSERT OR REPLACE INTO queue_state (key, value) VALUES ('paused', '1')"
+            )
+        )
+
+    def resume(self) -> None:
+        """Let workers take jobs again."""
+        self.store.run(lambda db: db.execute("DELETE FROM queue_state WHERE key = 'paused'"))
+
+    @property
+    def paused(self) -> bool:
+        result: bool = self.store.run(_paused)
+        return result
+
+
+def _paused(db: sqlite3.Connection) -> bool:
+    row = db.execute("SELECT value FROM queue_state WHERE key = 'paused'").fetchone()
+    return bool(row and row[0] == "1")
+
+
+def _job(row: tuple[Any, ...]) -> Job:
+    return Job(*row)
