@@ -255,9 +255,13 @@ def recap_scenes(
     force: bool = False,
     failures: list[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    only_end: int | None = None,
 ) -> int:
-    """Give every closed scene an up-to-date recap; returns how many versions were added."""
-    closed = [s for s in scenes(chat.messages) if s.closed]
+    """Give every closed scene (or only the one ending at `only_end`) an up-to-date recap;
+    returns how many versions were added."""
+    closed = [
+        s for s in scenes(chat.messages) if s.closed and (only_end is None or s.end == only_end)
+    ]
     made = 0
     for done, scene in enumerate(closed, start=1):
         message = chat.messages[scene.end]

@@ -97,10 +97,10 @@ def recap_message(
     try:
         result = backend.message_recap(request)
     except AutorecapError as error:
-        _store(message, error)
+        store_result(message, error)
         log.warning("recap of message %d failed: %s", index, error)
         return False
-    _store(message, result)
+    store_result(message, result)
     return True
 
 
@@ -148,14 +148,15 @@ def recap_all(
                 result: RecapResult | AutorecapError = futures[index].result()
             except AutorecapError as error:
                 result = error
-            _store(chat.messages[index], result)
+            store_result(chat.messages[index], result)
             _count(stats, chat, index, not isinstance(result, AutorecapError))
             if progress is not None:
                 progress(done, len(todo))
     return stats
 
 
-def _store(message: Message, result: RecapResult | AutorecapError) -> None:
+def store_result(message: Message, result: RecapResult | AutorecapError) -> None:
+    """Store a recap (seed 004's keys), or the error that stopped it."""
     if isinstance(result, AutorecapError):
         update_data(message, {"error": str(result)})
         return

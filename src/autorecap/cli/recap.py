@@ -24,16 +24,21 @@ from rich.table import Table
 from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
+from autorecap.core.data import get_data, get_memory, update_data
 from autorecap.core.scenes import mark_break, rename_break, scenes, unmark_break
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
+from autorecap.jobs.drive import recap_on_queue
+from autorecap.jobs.queue import JobQueue
+from autorecap.jobs.runner import enqueue_pipeline
 from autorecap.llm.openai_compat import make_backend
 from autorecap.pipeline import run_pipeline
 from autorecap.profiles import Profiles
-from autorecap.session import character_key_of
+from autorecap.session import Session, character_key_of
 from autorecap.stfiles.jsonl import write_chat
 from autorecap.store import SQLiteStore
 
+_RECAP_KEYS = ("memory", "error", "reasoning", "prefill")
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
 
 
@@ -57,9 +62,23 @@ def recap(
         Path | None, typer.Option("-o", "--output", help="Write here instead of in place.")
     ] = None,
     force: Annotated[
-        bool, typer.Option(help="Redo every recap, including ones you edited yourself.")
+        bool, typer.Option(help="Redo every message recap, including ones you edited yourself.")
     ] = False,
     lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
+    job_retries: Annotated[
+        int,
+        typer.Option(
+            help="Queue retries of a failing job (each LLM call is already retried llm_retries "
+            "times; `autorecap worker` uses max_retries).",
+            min=0,
+        ),
+    ] = 0,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait", help="Stored chats: only queue the jobs (`autorecap worker` runs them)."
+        ),
+    ] = False,
     db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
 ) -> None:
     """Recap a chat: message recaps, scene breaks, scene recaps and the running recap, written
@@ -74,46 +93,67 @@ def recap(
         model=model,
         api_key_env=api_key_env,
     )
+    if no_wait:
+        if from_file:
+            raise AutorecapError(
+                "--no-wait needs a stored chat (a worker finds it in the store): "
+                "`autorecap import FILE` first"
+            )
+        queue = JobQueue(store or SQLiteStore())
+        ids = enqueue_pipeline(queue, loaded, settings)
+        out.print(f"queued {len(ids)} job(s) for {escape(loaded.id)}; `autorecap worker` runs them")
+        return
+    settings = settings.model_copy(update={"max_retries": job_retries})
     counter = get_counter(settings.tokenizer)
     started = time.perf_counter()
-    with _progress() as bars:
-        tasks: dict[str, TaskID] = {}
+    if force:
+        for message in loaded.messages:  # the queue redoes what has no recap: clear them first
+            if get_memory(message) or get_data(message, "error"):
+                update_data(message, dict.fromkeys(_RECAP_KEYS) | {"edited": False})
+    with tempfile.TemporaryDirectory() as folder:
+        # The work runs on the job queue: a stored chat's own (persistent: `autorecap worker`
+        # resumes it), or for a file a queue in a temporary database for this run.
+        work_store = (
+            store or SQLiteStore() if not from_file else SQLiteStore(Path(folder) / "work.db")
+        )
+        if from_file:
+            work_store.import_chat(loaded, chat_id=loaded.id, replace=True)
+        elif force:
+            work_store.save(loaded, full=True)
+        with _progress() as bars:
+            tasks: dict[str, TaskID] = {}
 
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bars.add_task(stage, total=max(total, 1))
-            bars.update(tasks[stage], completed=done, total=max(total, 1))
+            def progress(state: dict[str, tuple[int, int]]) -> None:
+                for kind, (finished, total) in state.items():
+                    if kind not in tasks:
+                        tasks[kind] = bars.add_task(kind.replace("_", " "), total=total)
+                    bars.update(tasks[kind], completed=finished, total=total)
 
-        try:
-            stats = run_pipeline(
-                loaded,
-                engine,
-                settings,
-                counter,
-                now_ms=int(time.time() * 1000),
-                progress=progress,
-                force=force,
+            try:
+                result, stats = recap_on_queue(
+                    work_store, loaded.id, engine, settings, backoff_s=0.5, progress=progress
+                )
+            finally:
+                engine.close()
+        result.path = loaded.path  # a file's chat stays a file's chat (running recap id rule)
+        Session(result, settings=settings).refresh()  # flags and auto-hide, as SillyTavern does
+        if from_file:
+            assert loaded.path is not None
+            target = write_chat(result, output or loaded.path, backups=0 if output else 1)
+        else:
+            work_store.save(result, full=True)
+            target = (
+                write_chat(result, output) if output is not None else Path(f"store:{loaded.id}")
             )
-        finally:
-            engine.close()
-    from autorecap.session import Session
-
-    Session(loaded, settings=settings).refresh()  # flags and auto-hide, as SillyTavern would
-    if from_file:
-        target = write_chat(loaded, output or loaded.path, backups=0 if output else 1)
-    elif output is not None:
-        target = write_chat(loaded, output)
-    else:
-        backend_store = store or SQLiteStore()
-        backend_store.save(loaded, full=True)
-        target = Path(f"store:{loaded.id}")
-    current = running.current(loaded)
+        work_store.close()
+    current = running.current(result)
     out.print(
-        f"[bold]{escape(loaded.id)}[/]: {stats.messages.made} message recap(s), "
-        f"{len(stats.breaks_found)} new scene break(s), {stats.scene_recaps} scene recap(s), "
+        f"[bold]{escape(loaded.id)}[/]: {stats.message_recaps} message recap(s), "
+        f"{stats.breaks_found} new scene break(s), {stats.scene_recaps} scene recap(s), "
         f"{stats.running_versions} running recap version(s); running recap "
         f"{counter.count(str(current.get('content', ''))) if current else 0} tokens; "
-        f"{time.perf_counter() - started:.1f} s; written to {escape(str(target))}",
+        f"{stats.jobs_done} job(s); {time.perf_counter() - started:.1f} s; "
+        f"written to {escape(str(target))}",
         soft_wrap=True,
     )
     for failure in stats.failures[:10]:

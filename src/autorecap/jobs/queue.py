@@ -1,6 +1,8 @@
 """A persistent job queue for recap work, kept in the store's SQLite database.
 
-Jobs have priorities and dependencies (a running-recap combine waits for its scene recap),
+Jobs have priorities and dependencies (a running-recap combine waits for its scene recap; a
+job whose dependency ended, done or failed, may run: the pipeline's stages cope with a missing
+recap),
 are retried with exponential backoff up to their `max_retries`, then end `failed` with their
 error. A failing job never delays others: only jobs that are ready (not waiting for a retry
 time or an unfinished dependency) are claimed, highest priority first. A claim is a lease: a
@@ -140,7 +142,7 @@ class JobQueue:
                     WHERE state = 'queued' AND not_before <= ?
                       AND NOT EXISTS (
                         SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on
-                        WHERE d.job_id = j.id AND p.state != 'done')
+                        WHERE d.job_id = j.id AND p.state IN ('queued', 'running'))
                     ORDER BY priority DESC, id LIMIT 1""",
                 (now,),
             ).fetchone()
@@ -253,6 +255,11 @@ class JobQueue:
             params.append(chat_id)
         rows = self.store.run(lambda db: db.execute(sql + " ORDER BY id", params).fetchall())
         return [_job(row) for row in rows]
+
+    def last_id(self) -> int:
+        """The newest job's id (0 when there is none)."""
+        row = self.store.run(lambda db: db.execute("SELECT MAX(id) FROM jobs").fetchone())
+        return int(row[0] or 0)
 
     def counts(self, chat_id: str | None = None) -> dict[str, int]:
         """How many jobs are in each state."""

@@ -1,0 +1,154 @@
+"""`jobs` and `worker`: the persistent queue of recap work."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from autorecap.autosave import install_signal_handlers
+from autorecap.cli._app import app, err, out
+from autorecap.jobs.queue import STATES, JobQueue
+from autorecap.jobs.runner import Worker
+from autorecap.llm.base import RecapBackend
+from autorecap.llm.openai_compat import make_backend
+from autorecap.settings import Settings
+from autorecap.store import SQLiteStore
+
+jobs_app = typer.Typer(help="The queue of recap jobs: list, retry, cancel, pause, resume.")
+app.add_typer(jobs_app, name="jobs")
+
+_DB = Annotated[Path | None, typer.Option(help="Store database file.")]
+
+
+def _queue(db: Path | None) -> JobQueue:
+    return JobQueue(SQLiteStore(db))
+
+
+@jobs_app.callback(invoke_without_command=True)
+def jobs_default(ctx: typer.Context, db: _DB = None) -> None:
+    """With no subcommand: `jobs list`."""
+    if ctx.invoked_subcommand is None:
+        jobs_list(db=db)
+
+
+@jobs_app.command("list")
+def jobs_list(
+    state: Annotated[
+        list[str] | None, typer.Option("--state", help=f"Only these states: {', '.join(STATES)}.")
+    ] = None,
+    chat: Annotated[str | None, typer.Option(help="Only this chat's jobs.")] = None,
+    db: _DB = None,
+) -> None:
+    """List jobs: running, queued and failed first, with progress and errors."""
+    queue = _queue(db)
+    unknown = [s for s in state or () if s not in STATES]
+    if unknown:
+        from autorecap.jobs.queue import JobError
+
+        raise JobError(f"unknown state {unknown[0]!r}: use one of {', '.join(STATES)}")
+    counts = queue.counts(chat)
+    out.print(
+        ", ".join(f"{n} {name}" for name, n in counts.items())
+        + ("  [yellow](paused)[/]" if queue.paused else "")
+    )
+    jobs = queue.list(states=state or STATES, chat_id=chat)
+    order = {"running": 0, "queued": 1, "failed": 2, "cancelled": 3, "done": 4}
+    jobs.sort(key=lambda j: (order.get(j.state, 9), -j.priority, j.id))
+    if not jobs:
+        return
+    table = Table()
+    for column in ("id", "state", "job", "tries", "progress", "updated", "error"):
+        table.add_column(column)
+    for job in jobs[:200]:
+        table.add_row(
+            str(job.id),
+            job.state,
+            escape(job.label),
+            f"{job.attempts}/{job.max_retries + 1}",
+            f"{job.progress:.0%}",
+            datetime.fromtimestamp(job.updated_at).strftime("%H:%M:%S"),
+            escape((job.error or "")[:80]),
+        )
+    out.print(table)
+    if len(jobs) > 200:
+        out.print(f"… and {len(jobs) - 200} more (filter with --state or --chat)")
+
+
+@jobs_app.command("retry")
+def jobs_retry(job_id: Annotated[int, typer.Argument(help="Job id.")], db: _DB = None) -> None:
+    """Queue a failed or cancelled job again."""
+    _queue(db).retry(job_id)
+    out.print(f"job {job_id} queued again")
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: Annotated[int, typer.Argument(help="Job id.")], db: _DB = None) -> None:
+    """Cancel a queued job (a running one stops when it can)."""
+    out.print(f"job {job_id}: {_queue(db).cancel(job_id)}")
+
+
+@jobs_app.command("pause")
+def jobs_pause(db: _DB = None) -> None:
+    """Workers take no new jobs until `jobs resume`."""
+    _queue(db).pause()
+    out.print("queue paused")
+
+
+@jobs_app.command("resume")
+def jobs_resume(db: _DB = None) -> None:
+    """Workers take jobs again."""
+    _queue(db).resume()
+    out.print("queue resumed")
+
+
+@app.command()
+def worker(
+    once: Annotated[bool, typer.Option("--once", help="Stop when the queue is empty.")] = False,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Jobs at once (default: llm_concurrency).", min=1)
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="offline or openai.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="The LLM server's base URL.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key.")] = None,
+    lease: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a job stays claimed without news before another worker may take it over.",
+            min=1,
+        ),
+    ] = 60.0,
+    db: _DB = None,
+) -> None:
+    """Run queued jobs in this process (each chat's settings profile applies); without
+    --once, wait for new ones until SIGTERM or Ctrl-C."""
+    queue = JobQueue(SQLiteStore(db), lease_s=lease)
+
+    def backend_for(settings: Settings) -> RecapBackend:
+        return make_backend(
+            settings, backend=backend, base_url=base_url, model=model, api_key_env=api_key_env
+        )
+
+    runner = Worker(queue, backend_for, concurrency=concurrency or Settings().llm_concurrency)
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        err.print("[dim]stopping after the jobs in progress…[/]")
+        runner.stop()
+
+    install_signal_handlers()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    err.print(f"[dim]worker {queue.worker_name}: {queue.counts()}[/]")
+    stats = runner.run(until_empty=once)
+    out.print(
+        f"{stats.done} job(s) done, {stats.retried} to retry, {stats.failed} failed, "
+        f"{stats.llm_skipped} unchanged (no LLM call)"
+    )
+    for error in stats.errors[:10]:
+        err.print(f"[yellow]failed:[/] {escape(error)}", soft_wrap=True)

@@ -1,0 +1,6 @@
+"""The persistent job queue for recap work, and the worker that runs it."""
+
+from autorecap.jobs.queue import Job, JobError, JobQueue
+from autorecap.jobs.runner import Worker, WorkerStats, enqueue_pipeline
+
+__all__ = ["Job", "JobError", "JobQueue", "Worker", "WorkerStats", "enqueue_pipeline"]

@@ -1,0 +1,349 @@
+"""Running recap jobs: the worker, and the jobs that make up the pipeline.
+
+Kinds of job:
+- `message_recap` (target: a message id): recap one message;
+- `detect_scenes`: find scene breaks after the last one, then queue the scene work;
+- `scene_recap` (target: the id of the message that ends the scene): recap one scene;
+- `running_recap`: fold the closed scenes into the running recap.
+
+`detect_scenes` waits for the message recaps queued with it, and `running_recap` for the scene
+recaps. A message recap whose input (text, backend, prompt) did not change since it last
+succeeded changes nothing and calls no LLM. Each job's effect and its completion are saved in one
+transaction. Several jobs run at once (`concurrency`); LLM calls happen outside any lock, while
+the chat's data and the store are written by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autorecap.core.data import get_data, get_memory
+from autorecap.core.model import Chat, Message
+from autorecap.core.scenes import scenes
+from autorecap.core.tokens import get_counter
+from autorecap.errors import AutorecapError
+from autorecap.jobs.queue import Job, JobQueue
+from autorecap.llm.base import RecapBackend
+from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
+from autorecap.profiles import Profiles
+from autorecap.recaps import build_request, needs_recap, store_result
+from autorecap.session import character_key_of
+from autorecap.settings import Settings
+
+log = logging.getLogger("autorecap.jobs")
+
+MESSAGE_PRIORITY = 30
+DETECT_PRIORITY = 20
+SCENE_PRIORITY = 10
+RUNNING_PRIORITY = 0
+
+
+def enqueue_pipeline(queue: JobQueue, chat: Chat, settings: Settings) -> list[int]:
+    """Queue the whole pipeline for a stored chat: a recap job for every message that needs
+    one, and scene detection after them (which queues the scene work). Returns the job ids."""
+    counter = get_counter(settings.tokenizer)
+    ids = [
+        queue.enqueue(
+            "message_recap",
+            chat.id,
+            message.id,
+            priority=MESSAGE_PRIORITY,
+            max_retries=settings.max_retries,
+        )
+        for message in chat.messages
+        if message.id is not None and needs_recap(message, settings, counter)
+    ]
+    ids.append(
+        queue.enqueue(
+            "detect_scenes",
+            chat.id,
+            priority=DETECT_PRIORITY,
+            max_retries=settings.max_retries,
+            depends_on=ids,
+        )
+    )
+    return ids
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    llm_skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Worker:
+    """Takes jobs from the queue and runs them until the queue is empty (or it is stopped)."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        backend_for: Callable[[Settings], RecapBackend],
+        *,
+        profiles: Profiles | None = None,
+        settings: Settings | None = None,
+        concurrency: int = 1,
+        idle_sleep: float = 0.2,
+    ) -> None:
+        self.queue = queue
+        self.store = queue.store
+        self.backend_for = backend_for
+        self.profiles = profiles
+        self.fixed_settings = settings
+        self.concurrency = max(1, concurrency)
+        self.idle_sleep = idle_sleep
+        self.stats = WorkerStats()
+        self._chats: dict[str, Chat] = {}
+        self._settings: dict[str, Settings] = {}
+        self._backends: dict[str, RecapBackend] = {}
+        self._lock = threading.RLock()
+        self.stop_event = threading.Event()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self, *, until_empty: bool = True, chat_id: str | None = None) -> WorkerStats:
+        """Work until no job is queued or running (`until_empty`), or until `stop()`."""
+        threads = [
+            threading.Thread(
+                target=self._loop,
+                args=(until_empty, chat_id),
+                daemon=True,
+                name=f"autorecap-worker-{n}",
+            )
+            for n in range(self.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for backend in self._backends.values():
+            backend.close()
+        return self.stats
+
+    def stop(self) -> None:
+        """Finish the jobs in progress, take no new ones."""
+        self.stop_event.set()
+
+    def _loop(self, until_empty: bool, chat_id: str | None) -> None:
+        while not self.stop_event.is_set():
+            job = self.queue.claim()
+            if job is None:
+                counts = self.queue.counts(chat_id)
+                if until_empty and counts["queued"] == 0 and counts["running"] == 0:
+                    return
+                self.stop_event.wait(self.idle_sleep)
+                continue
+            self.execute(job)
+
+    def execute(self, job: Job) -> None:
+        """Run one claimed job and record its outcome."""
+        try:
+            handler = _HANDLERS[job.kind]
+        except KeyError:
+            self.queue.fail(job, f"unknown job kind {job.kind!r}")
+            return
+        try:
+            handler(self, job)
+        except AutorecapError as error:
+            state = self.queue.fail(job, str(error))
+            with self._lock:
+                if state == "failed":
+                    self.stats.failed += 1
+                    self.stats.errors.append(f"{job.label}: {error}")
+                else:
+                    self.stats.retried += 1
+            log.warning("job %s (%s) failed: %s; now %s", job.id, job.label, error, state)
+            return
+        except Exception as error:
+            log.exception("job %s (%s) crashed", job.id, job.label)
+            self.queue.fail(job, f"internal error: {type(error).__name__}: {error}")
+            return
+        with self._lock:
+            self.stats.done += 1
+
+    # --- chats and settings ----------------------------------------------------------------------
+
+    def chat(self, chat_id: str) -> Chat:
+        with self._lock:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                chat = self._chats[chat_id] = self.store.load_chat(chat_id)
+            return chat
+
+    def settings_for(self, chat: Chat) -> Settings:
+        with self._lock:
+            found = self._settings.get(chat.id)
+            if found is None:
+                if self.fixed_settings is not None:
+                    found = self.fixed_settings
+                else:
+                    profiles = self.profiles or Profiles()
+                    found = profiles.settings_for(chat.id, character_key_of(chat))
+                self._settings[chat.id] = found
+            return found
+
+    def backend(self, settings: Settings) -> RecapBackend:
+        key = settings.model_dump_json()
+        with self._lock:
+            backend = self._backends.get(key)
+            if backend is None:
+                backend = self._backends[key] = self.backend_for(settings)
+            return backend
+
+
+# --- the jobs ------------------------------------------------------------------------------------
+
+
+def _message_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+    with worker._lock:
+        index = _index_of(chat, job.target)
+        if index is None:  # the message was deleted: nothing to do
+            worker.queue.complete(job)
+            return
+        message = chat.messages[index]
+        input_hash = _input_hash(message, backend, settings)
+        previous = worker.queue.last_input(job)
+        has_recap = bool(get_memory(message)) and not get_data(message, "error")
+        if previous == input_hash and has_recap:
+            worker.stats.llm_skipped += 1
+            worker.queue.complete(job, input_hash=input_hash)
+            return
+        edited = bool(get_data(message, "edited"))
+        changed = previous is not None and previous != input_hash
+        if not needs_recap(message, settings, counter, force=changed and not edited):
+            worker.queue.complete(job, input_hash=input_hash)
+            return
+        request = build_request(chat, index, settings, counter)
+    try:
+        result = backend.message_recap(request)  # no lock held: other jobs go on meanwhile
+    except AutorecapError as error:
+        with worker._lock:
+            store_result(message, error)
+            worker.store.save(chat, changed=[message])
+        raise
+    with worker._lock:
+        store_result(message, result)
+        worker.store.save(
+            chat,
+            changed=[message],
+            also=lambda db: worker.queue.finish(db, job, input_hash=input_hash),
+        )
+
+
+def _detect_scenes(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    backend = worker.backend(settings)
+    with worker._lock:
+        before = {
+            id(m): (get_data(m, "scene_break"), get_data(m, "auto_scene_break_checked"))
+            for m in chat.messages
+        }
+        detect_scene_breaks(chat, backend, settings)
+        changed = [
+            m
+            for m in chat.messages
+            if before[id(m)]
+            != (get_data(m, "scene_break"), get_data(m, "auto_scene_break_checked"))
+        ]
+        worker.store.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
+        scene_jobs = [
+            worker.queue.enqueue(
+                "scene_recap",
+                chat.id,
+                chat.messages[scene.end].id,
+                priority=SCENE_PRIORITY,
+                max_retries=settings.max_retries,
+            )
+            for scene in scenes(chat.messages)
+            if scene.closed and chat.messages[scene.end].id is not None
+        ]
+        worker.queue.enqueue(
+            "running_recap",
+            chat.id,
+            priority=RUNNING_PRIORITY,
+            max_retries=settings.max_retries,
+            depends_on=scene_jobs,
+        )
+
+
+def _scene_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+    with worker._lock:
+        index = _index_of(chat, job.target)
+        if index is None:
+            worker.queue.complete(job)
+            return
+        failures: list[str] = []
+        recap_scenes(chat, backend, settings, counter, failures=failures, only_end=index)
+        if failures:
+            raise AutorecapError(failures[0])
+        worker.store.save(
+            chat, changed=[chat.messages[index]], also=lambda db: worker.queue.finish(db, job)
+        )
+
+
+def _running_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+    with worker._lock:
+        failures: list[str] = []
+        update_running_recap(
+            chat, backend, settings, counter, now_ms=int(time.time() * 1000), failures=failures
+        )
+        if failures:  # keep the versions made so far; the job is retried for the rest
+            worker.store.save(chat, header=True)
+            raise AutorecapError(failures[0])
+        worker.store.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
+
+
+_HANDLERS: dict[str, Callable[[Worker, Job], None]] = {
+    "message_recap": _message_recap,
+    "detect_scenes": _detect_scenes,
+    "scene_recap": _scene_recap,
+    "running_recap": _running_recap,
+}
+
+
+def _index_of(chat: Chat, message_id: int | None) -> int | None:
+    if message_id is None:
+        return None
+    for index, message in enumerate(chat.messages):
+        if message.id == message_id:
+            return index
+    return None
+
+
+def _input_hash(message: Message, backend: RecapBackend, settings: Settings) -> str:
+    digest = hashlib.sha256()
+    for part in (
+        message.name,
+        message.text,
+        backend.name,
+        settings.message_recap_prompt,
+        settings.message_recap_prefill,
+        str(settings.message_recap_max_tokens),
+        str(message.swipe_id),
+        settings.llm_model if backend.name != "offline" else "",
+    ):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:24]
