@@ -190,10 +190,22 @@ class MessageRecapper:
     `start()`.
     """
 
-    def __init__(self, session: Session, backend: RecapBackend, *, immediate: bool = False) -> None:
+    def __init__(
+        self,
+        session: Session,
+        backend: RecapBackend,
+        *,
+        immediate: bool = False,
+        scenes: bool = True,
+    ) -> None:
         self.session = session
         self.backend = backend
         self.immediate = immediate
+        self.scenes = scenes
+        """Also find scene breaks as messages arrive (`auto_scene_break_on_new_message`) and
+        when the chat opens (`auto_scene_break_on_load`), then recap new scenes and fold them
+        into the running recap."""
+        self.scene_failures: list[str] = []
         self._queue: dict[int, tuple[Message, bool]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -204,6 +216,39 @@ class MessageRecapper:
             # existing swipe keeps the recap it has.
             session.on(event, self._on_new)
         session.on(Event.MESSAGE_EDITED, self._on_changed)
+        if scenes and session.settings.auto_scene_break_on_load:
+            self.keep_scenes()
+
+    def keep_scenes(self) -> int:
+        """Find new scene breaks, recap the closed scenes, fold them into the running recap;
+        returns the breaks found. Failures are kept in `scene_failures`; the chat goes on."""
+        from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
+
+        session = self.session
+        with session.lock:
+            try:
+                found = detect_scene_breaks(session.chat, self.backend, session.settings)
+            except AutorecapError as error:
+                self.scene_failures.append(f"scene detection: {error}")
+                return 0
+            if found:
+                recap_scenes(
+                    session.chat,
+                    self.backend,
+                    session.settings,
+                    session.counter,
+                    failures=self.scene_failures,
+                )
+                update_running_recap(
+                    session.chat,
+                    self.backend,
+                    session.settings,
+                    session.counter,
+                    now_ms=session.clock.wall_ms(),
+                    failures=self.scene_failures,
+                )
+                session.refresh()
+            return len(found)
 
     @property
     def pending(self) -> int:
@@ -255,6 +300,8 @@ class MessageRecapper:
             if outcome:
                 made += 1
         if made:
+            if self.scenes and self.session.settings.auto_scene_break_on_new_message:
+                self.keep_scenes()
             self.session.refresh_debounced()
         return made
 

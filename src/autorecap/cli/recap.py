@@ -25,7 +25,7 @@ from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory, update_data
-from autorecap.core.scenes import mark_break, rename_break, scenes, unmark_break
+from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible, unmark_break
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
@@ -178,19 +178,23 @@ class SceneAction(StrEnum):
     mark = "mark"
     unmark = "unmark"
     rename = "rename"
+    hide = "hide"
+    show = "show"
 
 
 @app.command("scenes")
 def scenes_command(
     chat: _CHAT_ARG,
-    action: Annotated[SceneAction, typer.Argument(help="list, mark N, unmark N, rename N NAME")] = (
-        SceneAction.list
-    ),
+    action: Annotated[
+        SceneAction,
+        typer.Argument(help="list, mark N [NAME], unmark N, rename N NAME, hide N, show N"),
+    ] = (SceneAction.list),
     index: Annotated[int | None, typer.Argument(help="Message index (0-based).")] = None,
     name: Annotated[str | None, typer.Argument(help="Scene name (rename, or mark).")] = None,
     db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
 ) -> None:
-    """List a chat's scenes, or mark, unmark or rename the scene break at message N."""
+    """List a chat's scenes, or mark, unmark, rename, hide or show the scene break at message N
+    (a hidden break does not count for auto-hide)."""
     store = SQLiteStore(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if action is SceneAction.list:
@@ -206,6 +210,8 @@ def scenes_command(
         mark_break(message, name)
     elif action is SceneAction.unmark:
         unmark_break(message)
+    elif action in (SceneAction.hide, SceneAction.show):
+        set_visible(message, action is SceneAction.show)
     else:
         if not name:
             raise AutorecapError("`scenes rename N NAME` needs the new name")
