@@ -7,8 +7,9 @@ are written to the store in one transaction. `flush()`, `close()`, leaving a `wi
 interpreter exit save at once, so a write the caller was told about is never lost to a clean
 exit. The CLI and the server also flush on SIGTERM and SIGINT (`install_signal_handlers`).
 
-Edits made to message dicts directly (not through the data API) are found by the full save that
-`close()` and exit do; call `touch(message)` to have the next debounced save include one.
+Edits made to message dicts or to `chat_metadata` directly (not through the data API) are found by
+the full save that `close()` and exit do; call `touch(message)` (or `touch()` for the header and
+the message list) to have the next debounced save include one.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from autorecap.core.jsjson import dumps_canonical
 from autorecap.core.model import Chat, Message
 from autorecap.errors import AutorecapError
 from autorecap.stfiles.jsonl import read_chat, write_chat
@@ -59,8 +59,7 @@ class OpenChat:
         self._header_dirty = False
         self._timer: threading.Timer | None = None
         self._closed = False
-        self._saved_order = list(map(id, chat.messages))
-        self._saved_header = dumps_canonical(chat.header)
+        self._saved_version = chat.messages.version
         chat.listeners.append(self._changed)
         _OPEN.add(self)
 
@@ -102,11 +101,12 @@ class OpenChat:
                 return 0
             dirty = list(self._dirty.values())
             self._dirty.clear()
-            header_now = dumps_canonical(self.chat.header)
-            header = self._header_dirty or header_now != self._saved_header
+            # The header (chat_metadata, with the running recap's versions) can be large: it is
+            # written when marked changed (the data API does), and always on a full save.
+            header = self._header_dirty or full
             self._header_dirty = False
-            order_now = list(map(id, self.chat.messages))
-            structure = order_now != self._saved_order
+            version_now = self.chat.messages.version
+            structure = version_now != self._saved_version
             if not (dirty or header or structure or full):
                 return 0
             try:
@@ -117,8 +117,7 @@ class OpenChat:
                     self._dirty.setdefault(id(message), message)
                 self._header_dirty = self._header_dirty or header
                 raise
-            self._saved_order = order_now
-            self._saved_header = header_now
+            self._saved_version = version_now
             if written:
                 self.saves += 1
             return written

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 from autorecap.core.dates import parse_send_date
 from autorecap.core.jsjson import js_number
@@ -123,6 +123,66 @@ class Message(dict[str, Any]):
         return f"Message({dict.__repr__(self)})"
 
 
+class MessageList(list[Message]):
+    """`chat.messages`: a list that counts its changes of structure (`version`), so that a save
+    knows in O(1) whether messages were added, removed or moved."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, items: Iterable[Message] = ()) -> None:
+        super().__init__(items)
+        self.version = 0
+
+    def _changed(self) -> None:
+        self.version += 1
+
+    def append(self, item: Message) -> None:
+        super().append(item)
+        self._changed()
+
+    def extend(self, items: Iterable[Message]) -> None:
+        super().extend(items)
+        self._changed()
+
+    def insert(self, index: SupportsIndex, item: Message) -> None:
+        super().insert(index, item)
+        self._changed()
+
+    def pop(self, index: SupportsIndex = -1) -> Message:
+        item = super().pop(index)
+        self._changed()
+        return item
+
+    def remove(self, item: Message) -> None:
+        super().remove(item)
+        self._changed()
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        super().sort(*args, **kwargs)
+        self._changed()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._changed()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._changed()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    def __iadd__(self, items: Iterable[Message]) -> MessageList:  # type: ignore[override,misc]
+        super().__iadd__(items)
+        self._changed()
+        return self
+
+
 @dataclass
 class KeptLine:
     """A line of a chat file that is not a message but must be written back as it was.
@@ -182,13 +242,24 @@ class Chat:
         )
         self.id = chat_id
         self.path = path
-        self.messages: list[Message] = []
+        self._messages = MessageList()
         self.layout = FileLayout()
         self.listeners: list[Callable[[Message | None], None]] = []
         """Called after autorecap's data API changes a message of this chat (None: the header
         or the message list): how autosave and the memory caches learn of changes."""
         for message in messages:
             self.append(message)
+
+    @property
+    def messages(self) -> MessageList:
+        """The messages, in order (a list: append, insert, delete as with any list)."""
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: Iterable[Message]) -> None:
+        replacement = MessageList(value)
+        replacement.version = self._messages.version + 1
+        self._messages = replacement
 
     @property
     def metadata(self) -> dict[str, Any]:
