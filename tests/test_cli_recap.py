@@ -236,7 +236,7 @@ def test_recap_failures_of_a_short_chat_are_stored_and_exit_1(
 def test_recap_force_keeps_what_its_help_promises(
     capsys: pytest.CaptureFixture[str], sample: Path
 ) -> None:
-    """BUG: `--force` is documented as "Redo recaps that exist (not user-edited ones)", yet it
+    """Was a bug: `--force` is documented as "Redo recaps that exist (not user-edited ones)", yet it
     overwrites recaps the user edited (`needs_recap(force=True)` ignores `edited`)."""
     force_help = get_type_hints(recap_command, include_extras=True)["force"].__metadata__[0].help
     assert run(capsys, "recap", str(sample))[0] == 0

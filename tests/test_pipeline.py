@@ -384,7 +384,8 @@ def test_llm_break_answer_in_a_code_fence_is_accepted(
 def test_a_failing_scene_break_request_is_reported_not_raised(
     server: AnsweringServer, llm: Callable[..., OpenAICompatBackend], counter: TokenCounter
 ) -> None:
-    """BUG: `detect_scene_breaks` lets an LLMError out of `run_pipeline`, which throws away every
+    """Was a bug:
+    `detect_scene_breaks` lets an LLMError out of `run_pipeline`, which throws away every
     message recap made before it (the CLI then writes nothing)."""
 
     def fail_breaks(request: Recorded) -> Scripted:
@@ -545,7 +546,8 @@ def test_exclude_latest_setting(counter: TokenCounter, waiting: int, expected: i
 def test_exclude_latest_larger_than_the_scene_count_folds_nothing(
     counter: TokenCounter, closed: int, waiting: int
 ) -> None:
-    """BUG: `closed[: len(closed) - waiting]` with more scenes waiting than closed is a negative
+    """Was a bug:
+    `closed[: len(closed) - waiting]` with more scenes waiting than closed is a negative
     slice: with 5 closed scenes and 6 waiting, the oldest 4 are folded in (with 9, the oldest
     1; with 2 closed and 3 waiting, 1)."""
     chat = scene_chat(closed)
@@ -585,7 +587,7 @@ def test_running_recap_stays_under_a_small_cap(counter: TokenCounter) -> None:
 def test_newest_scene_keeps_its_line_when_its_recap_alone_exceeds_the_cap(
     counter: TokenCounter,
 ) -> None:
-    """BUG: with a 200-token cap and the default 250-token scene recaps, every running recap
+    """Was a bug: with a 200-token cap and the default 250-token scene recaps, every running recap
     version is the tail of the newest scene recap: its `- Scene N: name:` label and its first
     sentences are cut away (enforce_cap drops a single line's *first* sentences)."""
     chat = read_chat(sample_chat_path())
@@ -632,7 +634,7 @@ def test_a_failing_combine_stops_folding_and_is_reported(
 def test_a_scene_whose_recap_failed_is_not_skipped_by_the_running_recap(
     counter: TokenCounter,
 ) -> None:
-    """BUG: a closed scene with no recap (its scene recap failed) is silently left out, later
+    """Was a bug: a closed scene with no recap (its scene recap failed) is silently left out, later
     scenes are folded past it, and once it gets its recap it is never folded in (the running
     recap only looks past `new_scene_index`). `scene_count` is off by the skipped scenes."""
 

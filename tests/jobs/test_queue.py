@@ -438,7 +438,7 @@ def test_counts_and_list_filters(queue: JobQueue) -> None:
 def test_a_cancelled_running_job_whose_worker_died_is_not_run_again(
     store: SQLiteStore, clock: FakeClock
 ) -> None:
-    """BUG: `claim()` takes an expired lease back to `queued` without looking at
+    """Was a bug: `claim()` takes an expired lease back to `queued` without looking at
     `cancel_requested`, so a job the user cancelled while it ran is run again (and can end
     `done`) once its worker dies."""
     first = make_queue(store, clock, "worker-a")

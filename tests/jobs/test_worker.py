@@ -213,7 +213,7 @@ def test_an_edited_message_gets_a_new_recap_from_a_requeued_job(store: SQLiteSto
 def test_rerunning_the_pipeline_after_an_edit_regenerates_only_that_recap(
     store: SQLiteStore,
 ) -> None:
-    """BUG: `enqueue_pipeline` queues only messages that `needs_recap()`, which is False for a
+    """Was a bug: `enqueue_pipeline` queues only messages that `needs_recap()`, which is False for a
     message that already has a recap, so an edited message gets no job and keeps the recap of
     its old text (the runner's input-hash check that would redo it never runs)."""
     chat = stored_chat(store, 12)
@@ -287,7 +287,7 @@ def test_several_recaps_run_at_once_and_the_chat_stays_consistent(store: SQLiteS
 
 
 def test_a_live_worker_keeps_its_lease_during_a_long_call(store: SQLiteStore) -> None:
-    """BUG: nothing renews a lease while a job runs (no handler calls `set_progress`, and
+    """Was a bug: nothing renews a lease while a job runs (no handler calls `set_progress`, and
     there is no heartbeat), so a job whose LLM call takes longer than `lease_s` is taken over
     by another worker thread while its first worker is still alive: the same message is recapped
     twice. (Default lease 60 s, default llm_timeout_s 120 s with retries.)"""
@@ -325,7 +325,7 @@ def test_a_message_deleted_after_its_job_was_queued(store: SQLiteStore) -> None:
 
 
 def test_a_running_worker_sees_messages_added_after_it_started(store: SQLiteStore) -> None:
-    """BUG: a worker caches each chat the first time it loads it (`Worker._chats`) and never
+    """Was a bug: a worker caches each chat the first time it loads it (`Worker._chats`) and never
     reloads it, so a long-running `autorecap worker` treats a message added later as deleted:
     its job ends `done` and the message never gets a recap."""
     chat = stored_chat(store, 8, seed=8)

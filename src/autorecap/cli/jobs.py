@@ -108,7 +108,9 @@ def jobs_resume(db: _DB = None) -> None:
 
 @app.command()
 def worker(
-    once: Annotated[bool, typer.Option("--once", help="Stop when the queue is empty.")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Stop when the queue is empty (or paused).")
+    ] = False,
     concurrency: Annotated[
         int | None, typer.Option(help="Jobs at once (default: llm_concurrency).", min=1)
     ] = None,
@@ -152,3 +154,7 @@ def worker(
     )
     for error in stats.errors[:10]:
         err.print(f"[yellow]failed:[/] {escape(error)}", soft_wrap=True)
+    if once and queue.paused:
+        err.print("[yellow]the queue is paused[/]: `autorecap jobs resume` lets workers go on")
+    if stats.failed:
+        raise typer.Exit(1)

@@ -133,8 +133,8 @@ class JobQueue:
                 return None
             # A worker that died leaves its job running with an expired lease: take it back.
             db.execute(
-                "UPDATE jobs SET state = 'queued', worker = NULL WHERE state = 'running' "
-                "AND lease_until < ?",
+                "UPDATE jobs SET state = CASE WHEN cancel_requested THEN 'cancelled' "
+                "ELSE 'queued' END, worker = NULL WHERE state = 'running' AND lease_until < ?",
                 (now,),
             )
             row = db.execute(
@@ -160,13 +160,17 @@ class JobQueue:
         return result
 
     def finish(self, db: sqlite3.Connection, job: Job, *, input_hash: str | None = None) -> None:
-        """Mark `job` done (call it inside the transaction that writes the job's effect)."""
+        """Mark `job` done (call it inside the transaction that writes the job's effect). A
+        worker that lost the job (its lease ran out and another worker took it) raises
+        `JobError`, which rolls that transaction back: the job's effect lands once."""
         now = self.clock()
-        db.execute(
+        cursor = db.execute(
             "UPDATE jobs SET state = 'done', error = NULL, progress = 1, finished_at = ?, "
-            "updated_at = ?, worker = NULL WHERE id = ?",
-            (now, now, job.id),
+            "updated_at = ?, worker = NULL WHERE id = ? AND state = 'running' AND worker = ?",
+            (now, now, job.id, self.worker_name),
         )
+        if cursor.rowcount != 1:
+            raise JobError(f"job {job.id} was taken over by another worker; its result is dropped")
         if input_hash is not None:
             db.execute(
                 "INSERT OR REPLACE INTO job_results (kind, chat_id, target, input_hash) "
@@ -185,9 +189,13 @@ class JobQueue:
 
         def work(db: sqlite3.Connection) -> str:
             row = db.execute(
-                "SELECT attempts, max_retries, cancel_requested FROM jobs WHERE id = ?", (job.id,)
+                "SELECT attempts, max_retries, cancel_requested, state, worker FROM jobs "
+                "WHERE id = ?",
+                (job.id,),
             ).fetchone()
-            attempts, max_retries, cancelled = row
+            attempts, max_retries, cancelled, current, owner = row
+            if current != "running" or owner != self.worker_name:
+                return str(current)  # another worker owns the job now: leave it alone
             if cancelled:
                 state, not_before = "cancelled", 0.0
             elif attempts > max_retries:
@@ -214,6 +222,19 @@ class JobQueue:
             ).fetchone()
         )
         return str(row[0]) if row else None
+
+    def renew(self, job_ids: Iterable[int]) -> None:
+        """Extend the leases of jobs this worker is running (its heartbeat)."""
+        ids = list(job_ids)
+        if not ids:
+            return
+        until = self.clock() + self.lease_s
+        self.store.run(
+            lambda db: db.executemany(
+                "UPDATE jobs SET lease_until = ? WHERE id = ? AND worker = ? AND state = 'running'",
+                [(until, job_id, self.worker_name) for job_id in ids],
+            )
+        )
 
     def set_progress(self, job: Job, progress: float, note: str | None = None) -> None:
         """Report how far a running job is (0 to 1)."""

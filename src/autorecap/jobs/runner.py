@@ -47,17 +47,32 @@ def enqueue_pipeline(queue: JobQueue, chat: Chat, settings: Settings) -> list[in
     """Queue the whole pipeline for a stored chat: a recap job for every message that needs
     one, and scene detection after them (which queues the scene work). Returns the job ids."""
     counter = get_counter(settings.tokenizer)
-    ids = [
-        queue.enqueue(
-            "message_recap",
-            chat.id,
-            message.id,
-            priority=MESSAGE_PRIORITY,
-            max_retries=settings.max_retries,
+    done: dict[int, str] = queue.store.run(
+        lambda db: dict(
+            db.execute(
+                "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' "
+                "AND chat_id = ?",
+                (chat.id,),
+            ).fetchall()
         )
-        for message in chat.messages
-        if message.id is not None and needs_recap(message, settings, counter)
-    ]
+    )
+    ids = []
+    for message in chat.messages:
+        if message.id is None:
+            continue
+        wanted = needs_recap(message, settings, counter)
+        if not wanted and message.id in done:  # recapped here before: was the text edited?
+            wanted = done[message.id] != _input_hash(message, settings.recap_backend, settings)
+        if wanted:
+            ids.append(
+                queue.enqueue(
+                    "message_recap",
+                    chat.id,
+                    message.id,
+                    priority=MESSAGE_PRIORITY,
+                    max_retries=settings.max_retries,
+                )
+            )
     ids.append(
         queue.enqueue(
             "detect_scenes",
@@ -107,6 +122,8 @@ class Worker:
         self._backends: dict[str, RecapBackend] = {}
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
+        self._running: set[int] = set()
+        self._data_version: tuple[int, int] | None = None
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -121,10 +138,17 @@ class Worker:
             )
             for n in range(self.concurrency)
         ]
+        beat_stop = threading.Event()
+        heartbeat = threading.Thread(
+            target=self._heartbeat, args=(beat_stop,), daemon=True, name="autorecap-heartbeat"
+        )
+        heartbeat.start()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        beat_stop.set()
+        heartbeat.join(timeout=10)
         for backend in self._backends.values():
             backend.close()
         return self.stats
@@ -133,16 +157,36 @@ class Worker:
         """Finish the jobs in progress, take no new ones."""
         self.stop_event.set()
 
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Renew the leases of the jobs in progress, so that a long LLM call is not taken for
+        a dead worker."""
+        while not stop.wait(max(0.05, self.queue.lease_s / 3)):
+            with self._lock:
+                running = list(self._running)
+            try:
+                self.queue.renew(running)
+            except AutorecapError as error:  # pragma: no cover - the store went away
+                log.warning("could not renew job leases: %s", error)
+
     def _loop(self, until_empty: bool, chat_id: str | None) -> None:
         while not self.stop_event.is_set():
             job = self.queue.claim()
             if job is None:
+                if until_empty and self.queue.paused:
+                    log.info("the queue is paused: stopping")
+                    return
                 counts = self.queue.counts(chat_id)
                 if until_empty and counts["queued"] == 0 and counts["running"] == 0:
                     return
                 self.stop_event.wait(self.idle_sleep)
                 continue
-            self.execute(job)
+            with self._lock:
+                self._running.add(job.id)
+            try:
+                self.execute(job)
+            finally:
+                with self._lock:
+                    self._running.discard(job.id)
 
     def execute(self, job: Job) -> None:
         """Run one claimed job and record its outcome."""
@@ -173,7 +217,12 @@ class Worker:
     # --- chats and settings ----------------------------------------------------------------------
 
     def chat(self, chat_id: str) -> Chat:
+        """The chat, loaded once and reloaded when another process changed the database."""
         with self._lock:
+            version = (self.store.data_version(), self.store.structure_version)
+            if version != self._data_version:
+                self._chats.clear()
+                self._data_version = version
             chat = self._chats.get(chat_id)
             if chat is None:
                 chat = self._chats[chat_id] = self.store.load_chat(chat_id)
@@ -214,7 +263,7 @@ def _message_recap(worker: Worker, job: Job) -> None:
             worker.queue.complete(job)
             return
         message = chat.messages[index]
-        input_hash = _input_hash(message, backend, settings)
+        input_hash = _input_hash(message, backend.name, settings)
         previous = worker.queue.last_input(job)
         has_recap = bool(get_memory(message)) and not get_data(message, "error")
         if previous == input_hash and has_recap:
@@ -332,17 +381,18 @@ def _index_of(chat: Chat, message_id: int | None) -> int | None:
     return None
 
 
-def _input_hash(message: Message, backend: RecapBackend, settings: Settings) -> str:
+def _input_hash(message: Message, backend_name: str, settings: Settings) -> str:
+    """What a message recap depends on: unchanged, the recap need not be made again."""
     digest = hashlib.sha256()
     for part in (
         message.name,
         message.text,
-        backend.name,
+        backend_name,
         settings.message_recap_prompt,
         settings.message_recap_prefill,
         str(settings.message_recap_max_tokens),
         str(message.swipe_id),
-        settings.llm_model if backend.name != "offline" else "",
+        settings.llm_model if backend_name != "offline" else "",
     ):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\x00")

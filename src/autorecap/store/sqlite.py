@@ -32,6 +32,8 @@ class SQLiteStore(ChatStore):
         self.path = Path(path) if path is not None else autorecap_home(create=True) / DB_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self.structure_version = 0
+        """Counts this connection's changes to chats' message lists (caches key on it)."""
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30
@@ -80,6 +82,7 @@ class SQLiteStore(ChatStore):
             raise StoreError("a stored chat needs an id: pass chat_id (CLI: --as ID)")
         now = time.time()
         layout = chat.layout
+        self.structure_version += 1
         with self._lock, self._transaction():
             if self._exists(new_id):
                 if not replace:
@@ -193,6 +196,7 @@ class SQLiteStore(ChatStore):
         return serialize_chat(self.load_chat(chat_id))
 
     def delete_chat(self, chat_id: str) -> None:
+        self.structure_version += 1
         with self._lock, self._transaction():
             if not self._exists(chat_id):
                 raise self._unknown(chat_id)
@@ -247,6 +251,12 @@ class SQLiteStore(ChatStore):
                 also(self._db)
         return written
 
+    def data_version(self) -> int:
+        """Changes whenever another connection (another process) commits to the database."""
+        with self._lock:
+            version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
+        return version
+
     def run(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run `work(db)` in one transaction, with the store's lock held (one writer)."""
         with self._lock, self._transaction():
@@ -254,6 +264,7 @@ class SQLiteStore(ChatStore):
 
     def _save_structure(self, chat: Chat, next_pos: int) -> int:
         """Insert new messages, delete removed ones, and keep the stored order."""
+        self.structure_version += 1
         stored = self._db.execute(
             "SELECT id, pos FROM messages WHERE chat_id = ? ORDER BY pos", (chat.id,)
         ).fetchall()
