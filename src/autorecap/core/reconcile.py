@@ -1,0 +1,137 @@
+"""Reconciling a client's message list with a stored chat (for the OpenAI-compatible proxy).
+
+A chat frontend sends the whole history with every request; that list is the truth. This
+module compares it with the chat as stored and says what changed, as operations the session
+carries out (each firing the seeds' event):
+
+- messages added at the end -> `append` (message_sent / message_received);
+- the last reply missing, with a request for a new one -> `regenerate` (the new reply becomes a
+  swipe of the stored message: message_swiped);
+- a message whose text changed (same role, same place) -> `edit` (message_edited);
+- messages missing -> `delete` (message_deleted), newest first so indexes stay valid.
+
+Messages that match keep their ids and recaps. The leading system messages are the main prompt
+(not chat history); a message carrying our own injected memory is not chat history either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    """One message as an OpenAI-style client sends it."""
+
+    role: str
+    content: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change to apply to the stored chat."""
+
+    kind: str
+    """`append`, `edit` or `delete`."""
+    index: int = -1
+    """The stored message (edit, delete)."""
+    message: ClientMessage | None = None
+    """The client's message (append, edit)."""
+
+
+@dataclass
+class Plan:
+    """What a request means for the stored chat."""
+
+    system: list[ClientMessage] = field(default_factory=list)
+    """The leading system block: the main prompt."""
+    history: list[ClientMessage] = field(default_factory=list)
+    """The client's chat history (without the system block and our own injections)."""
+    ops: list[Op] = field(default_factory=list)
+    regenerate: int | None = None
+    """Index of the stored reply that the coming answer becomes a new swipe of."""
+    carries_injection: bool = False
+    """The client's prompt already holds our memory (never inject it twice)."""
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.ops and self.regenerate is None
+
+
+def _same(role: str, content: str, message: ClientMessage) -> bool:
+    return role == message.role and content.strip() == message.content.strip()
+
+
+def split_request(
+    messages: Sequence[ClientMessage], injected: Sequence[str] = ()
+) -> tuple[list[ClientMessage], list[ClientMessage], bool]:
+    """(system block, history, whether our injection was found). `injected` are the texts we
+    inject (non-empty ones are looked for in system messages)."""
+    markers = [text.strip() for text in injected if text and text.strip()]
+    system: list[ClientMessage] = []
+    history: list[ClientMessage] = []
+    carries = False
+    in_block = True
+    for message in messages:
+        ours = message.role == "system" and any(
+            marker in message.content or message.content.strip() in marker
+            for marker in markers
+            if message.content.strip()
+        )
+        if ours:
+            carries = True
+            continue
+        if in_block and message.role == "system":
+            system.append(message)
+            continue
+        in_block = False
+        history.append(message)
+    return system, history, carries
+
+
+def plan(
+    stored: Sequence[tuple[str, str]],
+    messages: Sequence[ClientMessage],
+    *,
+    injected: Sequence[str] = (),
+    generating: bool = True,
+) -> Plan:
+    """Compare the stored chat (`(role, text)` per message, oldest first) with a client's
+    request. `generating`: the request asks for a new reply (a chat completion)."""
+    system, history, carries = split_request(messages, injected)
+    result = Plan(system=system, history=history, carries_injection=carries)
+    prefix = 0
+    while (
+        prefix < len(stored)
+        and prefix < len(history)
+        and _same(stored[prefix][0], stored[prefix][1], history[prefix])
+    ):
+        prefix += 1
+    stored_tail = list(range(prefix, len(stored)))
+    client_tail = history[prefix:]
+    if not stored_tail:
+        result.ops = [Op("append", message=m) for m in client_tail]
+        return result
+    if not client_tail:
+        last = stored_tail[-1]
+        if generating and len(stored_tail) == 1 and stored[last][0] == "assistant":
+            result.regenerate = last  # the client dropped the last reply to get another one
+            return result
+        result.ops = [Op("delete", index=i) for i in reversed(stored_tail)]
+        return result
+    # Changed messages in place (same role, same position) are edits; what remains of the
+    # stored tail is deleted, what remains of the client's is appended.
+    edits: list[Op] = []
+    matched = 0
+    for index, message in zip(stored_tail, client_tail, strict=False):
+        if stored[index][0] != message.role:
+            break
+        if not _same(stored[index][0], stored[index][1], message):
+            edits.append(Op("edit", index=index, message=message))
+        matched += 1
+    deletes = [Op("delete", index=i) for i in reversed(stored_tail[matched:])]
+    appends = [Op("append", message=m) for m in client_tail[matched:]]
+    result.ops = edits + deletes + appends
+    return result
