@@ -130,8 +130,10 @@ class Session:
 
     # --- changing the chat the way a frontend does ---------------------------------------------
 
-    def send(self, text: str, *, name: str | None = None) -> Message:
-        """The user sends a message: append it, fire `message_sent`."""
+    def send(self, text: str, *, name: str | None = None, quiet: bool = False) -> Message:
+        """The user sends a message: append it, fire `message_sent` (with `quiet`, only the
+        listeners hear of it and memory is not refreshed: for adding many messages at once,
+        followed by one `refresh()`)."""
         message = {
             "name": name or user_name_of(self.chat),
             "is_user": True,
@@ -140,10 +142,15 @@ class Session:
             "mes": text,
             "extra": {},
         }
-        return self._append(message, Event.MESSAGE_SENT)
+        return self._append(message, Event.MESSAGE_SENT, quiet=quiet)
 
     def receive(
-        self, text: str, *, name: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        text: str,
+        *,
+        name: str | None = None,
+        extra: dict[str, Any] | None = None,
+        quiet: bool = False,
     ) -> Message:
         """A character's reply arrives: append it (with its first swipe), fire
         `message_received`."""
@@ -166,7 +173,7 @@ class Session:
                 }
             ],
         }
-        return self._append(message, Event.MESSAGE_RECEIVED)
+        return self._append(message, Event.MESSAGE_RECEIVED, quiet=quiet)
 
     def edit_message(self, index: int, text: str) -> Message:
         """The user edits a message's text (and its active swipe): fire `message_edited`."""
@@ -410,11 +417,14 @@ class Session:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _append(self, message: dict[str, Any], event: Event) -> Message:
+    def _append(self, message: dict[str, Any], event: Event, *, quiet: bool = False) -> Message:
         with self._lock:
             added = self.chat.append(message)
             self.chat.notify_change(added)
-            self._fire(event, len(self.chat.messages) - 1)
+            if quiet:
+                self._notify(event, len(self.chat.messages) - 1)
+            else:
+                self._fire(event, len(self.chat.messages) - 1)
             return added
 
     def _position(self, index: int) -> int:

@@ -108,6 +108,8 @@ class Worker:
         settings: Settings | None = None,
         concurrency: int = 1,
         idle_sleep: float = 0.2,
+        chat_source: Callable[[str], Chat] | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -120,7 +122,10 @@ class Worker:
         self._chats: dict[str, Chat] = {}
         self._settings: dict[str, Settings] = {}
         self._backends: dict[str, RecapBackend] = {}
-        self._lock = threading.RLock()
+        # A server shares its in-memory chats (and their lock) with its worker: one object per
+        # chat, so that neither overwrites the other's changes with an old copy.
+        self.chat_source = chat_source
+        self._lock = lock if lock is not None else threading.RLock()
         self.stop_event = threading.Event()
         self._running: set[int] = set()
         self._data_version: tuple[int, int] | None = None
@@ -218,6 +223,9 @@ class Worker:
 
     def chat(self, chat_id: str) -> Chat:
         """The chat, loaded once and reloaded when another process changed the database."""
+        if self.chat_source is not None:
+            with self._lock:
+                return self.chat_source(chat_id)
         with self._lock:
             version = (self.store.data_version(), self.store.structure_version)
             if version != self._data_version:

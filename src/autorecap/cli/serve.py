@@ -1,0 +1,61 @@
+"""`serve`: the OpenAI-compatible memory proxy."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autorecap.cli._app import app, err
+
+
+class RecapSource(StrEnum):
+    offline = "offline"
+    upstream = "upstream"
+
+
+@app.command()
+def serve(
+    upstream: Annotated[
+        str, typer.Option(help="The OpenAI-compatible server to forward to (…/v1).")
+    ],
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Variable holding the upstream key (else the client's key is passed on)."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8008,
+    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    recap_backend: Annotated[
+        RecapSource, typer.Option(help="Who writes recaps: offline (free) or the upstream model.")
+    ] = RecapSource.offline,
+    context_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Trim history to this many tokens (default: leave the client's size).", min=256
+        ),
+    ] = None,
+) -> None:
+    """Run the memory proxy: point any OpenAI-compatible frontend's base URL at it."""
+    import uvicorn
+
+    from autorecap.server.app import ServerConfig, create_app
+
+    application = create_app(
+        ServerConfig(
+            upstream=upstream,
+            api_key_env=api_key_env,
+            db=db,
+            recap_backend=recap_backend.value,
+            context_size=context_size,
+        )
+    )
+    err.print(
+        f"autorecap proxy on http://{host}:{port}/v1 -> {upstream} "
+        f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
+    )
+    uvicorn.run(application, host=host, port=port, log_level="warning")

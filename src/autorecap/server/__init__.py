@@ -1,0 +1,1 @@
+"""`autorecap serve`: the OpenAI-compatible memory proxy."""
