@@ -614,7 +614,9 @@ def test_a_stored_chat_with_another_chats_recap_keeps_it_aside_and_warns(
     owner = "Captain Mira - 2026-03-02@18h11m40s512ms"
     store = SQLiteStore(home / "store.db")
     try:
-        store.import_chat(read_chat(fixture_copy(fixtures_dir, tmp_path)), chat_id="copied")
+        moved = read_chat(fixture_copy(fixtures_dir, tmp_path))
+        moved.layout.from_file = False  # metadata that moved inside the store, not an import
+        store.import_chat(moved, chat_id="copied")
         with Session("copied", store=store, clock=ManualClock()) as session:
             assert len(session.warnings) == 1
             assert owner in session.warnings[0]
@@ -678,3 +680,22 @@ def test_swipe_needs_exactly_one_of_to_and_text() -> None:
         session.swipe(1, to=0, text="both")
     assert session.messages[1]["swipes"] == ["m1"]
     assert clock.pending == 0
+
+
+def test_a_chat_imported_from_a_renamed_file_keeps_its_running_recap(
+    fixtures_dir: Path, tmp_path: Path, home: Path
+) -> None:
+    """SPEC-NOTES §4.8 (found in review): an import is an import; the running recap of a
+    renamed or copied file adopts the stored chat's id instead of being set aside."""
+    store = SQLiteStore(home / "store.db")
+    try:
+        store.import_chat(read_chat(fixture_copy(fixtures_dir, tmp_path)), chat_id="renamed")
+        # The stored file is still byte for byte the imported one until something changes.
+        assert store.export_chat("renamed") == fixture_copy(fixtures_dir, tmp_path).read_bytes()
+        with Session("renamed", store=store, clock=ManualClock()) as session:
+            assert session.warnings == []
+            assert [v["version"] for v in session.running_versions()] == [0, 1]
+            assert "A storm split the mainmast." in session.slots.value(SCENE_KEY)
+        assert store.load_chat("renamed").metadata[STORAGE_KEY]["chat_id"] == "renamed"
+    finally:
+        store.close()

@@ -52,6 +52,8 @@ class OpenChat:
         self.path = path
         self.debounce_ms = debounce_ms
         self.backups = backups
+        self.owns_store = False
+        """True when `open_chat` opened the store for this chat (closing the chat closes it)."""
         self.saves = 0
         """How many saves actually wrote something (for tests and benchmarks)."""
         self._lock = threading.RLock()
@@ -128,9 +130,13 @@ class OpenChat:
             if self._closed:
                 return
             try:
-                self.flush(full=True)
+                # A file is rewritten whole anyway; a stored chat saves what changed (a full
+                # save would put back old copies of rows a worker updated meanwhile).
+                self.flush(full=self.store is None)
             finally:
                 self._closed = True
+                if self.owns_store and self.store is not None:
+                    self.store.close()
                 self._cancel_timer()
                 if self._changed in self.chat.listeners:
                     self.chat.listeners.remove(self._changed)
@@ -215,7 +221,9 @@ def open_chat(
     backend = store if store is not None else SQLiteStore()
     if not backend.has_chat(str(target)):
         raise _not_found(target)
-    return OpenChat(backend.load_chat(str(target)), store=backend, debounce_ms=debounce_ms)
+    opened = OpenChat(backend.load_chat(str(target)), store=backend, debounce_ms=debounce_ms)
+    opened.owns_store = store is None
+    return opened
 
 
 def load_target(

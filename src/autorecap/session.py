@@ -94,7 +94,7 @@ class Session:
         )
         self.chat.listeners.append(self._on_change)
         # A chat read from a file (open or not) counts as an import: SPEC-NOTES §4.8.
-        from_file = self.chat.path is not None
+        from_file = self.chat.path is not None or self.chat.layout.from_file
         warning = running.adopt_chat_id(self.chat, from_file=from_file)
         if warning:
             self.warnings.append(warning)

@@ -13,6 +13,7 @@ Every socket is bound to 127.0.0.1 and every wait has a deadline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -78,6 +79,8 @@ class Answer:
     text: str = ""
     pieces: list[str] = field(default_factory=list)
     delay: float = 0.0
+    tail: float = 0.0
+    """A pause after the last event (`[DONE]`) before the body ends."""
     status: int = 200
     body: bytes = b""
     content_type: str = "application/json"
@@ -162,13 +165,11 @@ class Upstream:
         self._push(Answer("reply", text=text))
         return self
 
-    def stream(self, pieces: list[str], *, delay: float = 0.0) -> Upstream:
-        self._push(Answer("stream", pieces=list(pieces), delay=delay))
+    def stream(self, pieces: list[str], *, delay: float = 0.0, tail: float = 0.0) -> Upstream:
+        self._push(Answer("stream", pieces=list(pieces), delay=delay, tail=tail))
         return self
 
-    def error(
-        self, status: int, body: bytes, content_type: str = "application/json"
-    ) -> Upstream:
+    def error(self, status: int, body: bytes, content_type: str = "application/json") -> Upstream:
         self._push(Answer("status", status=status, body=body, content_type=content_type))
         return self
 
@@ -219,6 +220,11 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def handle(self) -> None:
+            # The proxy may drop a kept-alive connection: nothing to answer then.
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
+                super().handle()
 
         def do_GET(self) -> None:
             self._serve(b"")
@@ -296,6 +302,9 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
                     self.wfile.flush()
                     log.writes.append(payload)
+                if answer.tail and upstream.stopping.wait(answer.tail):
+                    self.close_connection = True
+                    return
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):

@@ -85,6 +85,7 @@ def recap(
     back in SillyTavern's format (in place, or to --output)."""
     store = SQLiteStore(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
+    stamp = _stamp(loaded.path) if from_file else None
     settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
     engine = make_backend(
         settings,
@@ -139,6 +140,11 @@ def recap(
         Session(result, settings=settings).refresh()  # flags and auto-hide, as SillyTavern does
         if from_file:
             assert loaded.path is not None
+            if output is None and _stamp(loaded.path) != stamp:
+                raise AutorecapError(
+                    f'"{loaded.path}" changed while it was being recapped (SillyTavern saved '
+                    "it?): nothing was written; run `autorecap recap` again, or use -o OUT"
+                )
             target = write_chat(result, output or loaded.path, backups=0 if output else 1)
         else:
             work_store.save(result, full=True)
@@ -160,6 +166,16 @@ def recap(
         err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
     if stats.failures:
         raise typer.Exit(1)
+
+
+def _stamp(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 def _progress() -> Progress:

@@ -64,8 +64,10 @@ def apply_auto_hide(
         if index <= boundary:
             if message.is_hidden:
                 continue
-            message["is_system"] = True
+            # Mark first, then hide: a save in between leaves "marked but visible", which the
+            # next pass repairs, never a hide that looks like the user's own.
             set_data(message, MARK, True)
+            message["is_system"] = True
             _extend(changes, index, hidden=True)
         elif get_data(message, MARK):
             message["is_system"] = False

@@ -138,7 +138,9 @@ class Debouncer:
         with self._lock:
             if self._handle is not None:
                 self._handle.cancel()
-            self._handle = self._clock.call_later(self.delay, self._fire)
+            handle: list[Cancellable] = []
+            handle.append(self._clock.call_later(self.delay, lambda: self._fire(handle[0])))
+            self._handle = handle[0]
 
     def cancel(self) -> None:
         """Drop a pending call."""
@@ -152,7 +154,9 @@ class Debouncer:
         """True while a call waits."""
         return self._handle is not None
 
-    def _fire(self) -> None:
+    def _fire(self, handle: Cancellable) -> None:
         with self._lock:
+            if self._handle is not handle:
+                return  # cancelled or replaced after it fell due: a newer call will run
             self._handle = None
         self._callback()

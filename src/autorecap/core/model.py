@@ -215,6 +215,9 @@ class FileLayout:
     header_eol: bytes | None = None
     header_had_metadata: bool = True
     header_valid: bool = True
+    from_file: bool = False
+    """Read from a chat file, or imported from one: its running recap belongs to it
+    (SPEC-NOTES §4.8), whatever chat id the recap storage names."""
     kept: list[KeptLine] = field(default_factory=list)
     original_messages: list[Message] = field(default_factory=list)
 

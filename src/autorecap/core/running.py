@@ -57,7 +57,7 @@ def current(chat: Chat) -> dict[str, Any] | None:
     all_versions = versions(chat)
     if not all_versions:
         return None
-    wanted = storage(chat)["current_version"]  # type: ignore[index]
+    wanted = storage(chat).get("current_version")  # type: ignore[union-attr]
     for version in all_versions:
         if _number(version) == wanted:
             return version

@@ -128,6 +128,7 @@ class Worker:
         self._lock = lock if lock is not None else threading.RLock()
         self.stop_event = threading.Event()
         self._running: set[int] = set()
+        self._running_lock = threading.Lock()  # not the chat lock: LLM calls may hold that
         self._data_version: tuple[int, int] | None = None
 
     # --- the loop ------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ class Worker:
         """Renew the leases of the jobs in progress, so that a long LLM call is not taken for
         a dead worker."""
         while not stop.wait(max(0.05, self.queue.lease_s / 3)):
-            with self._lock:
+            with self._running_lock:
                 running = list(self._running)
             try:
                 self.queue.renew(running)
@@ -185,12 +186,12 @@ class Worker:
                     return
                 self.stop_event.wait(self.idle_sleep)
                 continue
-            with self._lock:
+            with self._running_lock:
                 self._running.add(job.id)
             try:
                 self.execute(job)
             finally:
-                with self._lock:
+                with self._running_lock:
                     self._running.discard(job.id)
 
     def execute(self, job: Job) -> None:
@@ -292,6 +293,15 @@ def _message_recap(worker: Worker, job: Job) -> None:
             worker.store.save(chat, changed=[message])
         raise
     with worker._lock:
+        # Another process may have changed the chat during the call: apply to a fresh copy.
+        chat = worker.chat(job.chat_id)
+        index = _index_of(chat, job.target)
+        if index is None:
+            worker.queue.complete(job)
+            return
+        message = chat.messages[index]
+        if _input_hash(message, backend.name, settings) != input_hash:
+            raise AutorecapError("the message changed during its recap; it is recapped again")
         store_result(message, result)
         worker.store.save(
             chat,

@@ -275,7 +275,8 @@ class OpenAICompatBackend(RecapBackend):
 
     def _status_error(self, response: httpx.Response, key: str) -> LLMError:
         status = response.status_code
-        detail = _error_detail(response)
+        # A refused key's answer may quote (part of) the key: say nothing of its body.
+        detail = "" if response.status_code in (401, 403) else _error_detail(response)
         if key:
             detail = detail.replace(key, "***")  # mask first, cut after: no key in part either
         detail = detail[:300]

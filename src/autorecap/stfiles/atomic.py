@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import stat
@@ -64,7 +65,16 @@ def _write_error(path: Path, error: OSError) -> ChatFileError:
 
 
 def _new_file_mode() -> int:
-    umask = os.umask(0)
+    """0o666 less the umask. Read from /proc where it can be: `os.umask` changes it (for every
+    thread, for a moment) to read it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
     os.umask(umask)
     return 0o666 & ~umask
 
@@ -94,7 +104,7 @@ def _rotate_backup(target: Path, name: str, keep: int) -> Path:
         backup = folder / f"{name}.{stamp}-{counter:03d}.jsonl"
     shutil.copyfile(target, backup)
     # Names carry a sortable UTC stamp, so name order is age order.
-    existing = sorted(folder.glob(f"{name}.*.jsonl"))
+    existing = sorted(folder.glob(f"{glob.escape(name)}.*.jsonl"))
     for old in existing[:-keep]:
         with contextlib.suppress(OSError):
             old.unlink()

@@ -62,7 +62,7 @@ def parse_chat(
 ) -> Chat:
     """Parse the bytes of a chat file (see `read_chat`)."""
     shown = str(path) if path is not None else chat_id
-    layout = FileLayout()
+    layout = FileLayout(from_file=True)
     if data.startswith(BOM):
         layout.bom = True
         data = data[len(BOM) :]

@@ -218,6 +218,7 @@ class SQLiteStore(ChatStore):
         its job done there, so that the recap and the job's completion land together)."""
         written = 0
         chat.adopt_all()
+        self._new_ids: list[tuple[Message, int]] = []
         with self._lock, self._transaction():
             row = self._db.execute(
                 "SELECT header_raw, layout, next_pos FROM chats WHERE id = ?", (chat.id,)
@@ -249,6 +250,12 @@ class SQLiteStore(ChatStore):
                 written += 1
             if also is not None:
                 also(self._db)
+        # Ids go onto the messages only once the transaction committed: after a rollback the
+        # messages are still new, and the next save inserts them.
+        for message, row_id in self._new_ids:
+            message._id = row_id
+            message._chat = chat
+        self._new_ids = []
         return written
 
     def data_version(self) -> int:
@@ -289,8 +296,7 @@ class SQLiteStore(ChatStore):
                 "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,0)",
                 (chat.id, pos, None, None, _changed_message_json(message)),
             )
-            message._id = cursor.lastrowid
-            message._chat = chat
+            self._new_ids.append((message, int(cursor.lastrowid or 0)))
         self._db.execute(
             "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
             (next_pos, time.time(), chat.id),
@@ -356,7 +362,13 @@ class _Transaction:
         self._db = db
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreError(
+                f"the store is busy or unavailable ({error}): another autorecap may hold it; "
+                "try again"
+            ) from None
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
         if kind is None:
@@ -367,6 +379,8 @@ class _Transaction:
                 raise StoreError(f"could not save to the store: {error}") from None
         else:
             self._db.execute("ROLLBACK")
+            if kind is not None and issubclass(kind, sqlite3.Error):
+                raise StoreError(f"could not save to the store: {rest[0]}") from None
 
 
 def _changed_message_json(message: Message) -> str | None:
@@ -394,6 +408,7 @@ def _layout_json(layout: FileLayout) -> str:
             "header_eol": (layout.header_eol or b"").decode("ascii"),
             "header_had_metadata": layout.header_had_metadata,
             "header_valid": layout.header_valid,
+            "from_file": layout.from_file,
         }
     )
 
@@ -407,6 +422,7 @@ def _layout_from_json(text: str) -> FileLayout:
         header_eol=data["header_eol"].encode("ascii") or None,
         header_had_metadata=data["header_had_metadata"],
         header_valid=data["header_valid"],
+        from_file=bool(data.get("from_file", False)),
     )
 
 
