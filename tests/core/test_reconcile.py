@@ -72,7 +72,8 @@ def test_our_own_injection_is_recognised_and_not_history() -> None:
     result = plan(STORED, messages, injected=[memory])
     assert result.carries_injection
     assert result.unchanged
-    assert result.system == [SYSTEM]
+    # Sent on with the system block (never injected twice), never taken for history.
+    assert result.system == [ClientMessage("system", memory), SYSTEM]
 
 
 def test_system_messages_inside_the_history_are_history() -> None:

@@ -68,20 +68,18 @@ def split_request(
     messages: Sequence[ClientMessage], injected: Sequence[str] = ()
 ) -> tuple[list[ClientMessage], list[ClientMessage], bool]:
     """(system block, history, whether our injection was found). `injected` are the texts we
-    inject (non-empty ones are looked for in system messages)."""
+    inject (non-empty ones are looked for in system messages). A system message that carries
+    our memory is kept with the system block (it is sent on) and never taken for history."""
     markers = [text.strip() for text in injected if text and text.strip()]
     system: list[ClientMessage] = []
     history: list[ClientMessage] = []
     carries = False
     in_block = True
     for message in messages:
-        ours = message.role == "system" and any(
-            marker in message.content or message.content.strip() in marker
-            for marker in markers
-            if message.content.strip()
-        )
-        if ours:
+        ours = message.role == "system" and any(marker in message.content for marker in markers)
+        if ours:  # the client already sends our memory: it goes upstream, but is no history
             carries = True
+            system.append(message)
             continue
         if in_block and message.role == "system":
             system.append(message)

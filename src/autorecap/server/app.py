@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import FastAPI, Request
@@ -123,7 +125,9 @@ def create_app(config: ServerConfig) -> FastAPI:
             return _error(400, "the request body must be a JSON object")
         try:
             incoming = client_messages(body)
-            chosen = chat_id or request.headers.get(HEADER_CHAT) or fingerprint(incoming)
+            chosen = (
+                chat_id or _header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
+            )
             turn = registry.begin(chosen, body)
         except AutorecapError as error:
             return _error(error.http_status, str(error))
@@ -157,14 +161,16 @@ def create_app(config: ServerConfig) -> FastAPI:
                     # A client that went away cancels this generator: closing the upstream
                     # response drops its connection, which stops the generation there.
                     await response.aclose()
-                    text = _streamed_text(b"".join(pieces)) if completed else ""
-                    registry.finish(turn, text)
+                    body = b"".join(pieces)
+                    # A client may hang up at [DONE] before the body ends: the reply is whole.
+                    whole = completed or b"[DONE]" in body or _FINISHED.search(body) is not None
+                    registry.finish(turn, _streamed_text(body) if whole else "")
 
             return StreamingResponse(
                 relay(),
                 status_code=response.status_code,
                 media_type=_media(response),
-                headers={"X-Autorecap-Chat": turn.chat_id},
+                headers={"X-Autorecap-Chat": quote(turn.chat_id, safe=_SAFE)},
             )
         try:
             response = await client.post(url, json=outgoing, headers=headers)
@@ -178,7 +184,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             response.content,
             response.status_code,
             media_type=_media(response),
-            headers={"X-Autorecap-Chat": turn.chat_id},
+            headers={"X-Autorecap-Chat": quote(turn.chat_id, safe=_SAFE)},
         )
 
     async def passthrough(request: Request, path: str) -> Response:
@@ -222,6 +228,20 @@ def create_app(config: ServerConfig) -> FastAPI:
         return await passthrough(request, "models")
 
     return app
+
+
+_FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
+_SAFE = " !#$&'()*+,/:;=?@[]~"
+
+
+def _header_text(value: str | None) -> str | None:
+    """A header as the client meant it: HTTP carries bytes, which Starlette reads as Latin-1."""
+    if not value:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def _error(status: int, message: str) -> JSONResponse:
