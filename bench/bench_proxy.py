@@ -44,6 +44,11 @@ CHUNKS = [
 ]
 
 
+class UpstreamServer(ThreadingHTTPServer):
+    request_queue_size = 1024  # 100 clients at once: http.server's default backlog is 5
+    daemon_threads = True
+
+
 class Upstream(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -117,7 +122,7 @@ async def measure(
 
 
 def main() -> None:
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    upstream = UpstreamServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     upstream_url = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
     with tempfile.TemporaryDirectory() as folder:

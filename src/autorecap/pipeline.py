@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.scenes import (
     Scene,
     add_recap_version,
@@ -42,7 +43,6 @@ from autorecap.llm.base import (
 from autorecap.llm.offline import OfflineBackend, cut_to
 from autorecap.llm.offline_scenes import fit_lines, pick_scene_starts, score_scene_starts
 from autorecap.recaps import RecapStats, recap_all
-from autorecap.session import character_name_of, user_name_of
 from autorecap.settings import Settings
 
 Progress = Callable[[str, int, int], None]

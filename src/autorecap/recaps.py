@@ -19,10 +19,11 @@ from autorecap.core.data import get_data, get_memory, update_data
 from autorecap.core.events import Event
 from autorecap.core.memory import check_message_exclusion
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.llm.base import ContextMessage, RecapBackend, RecapRequest, RecapResult
-from autorecap.session import Session, character_name_of, user_name_of
+from autorecap.session import Session
 from autorecap.settings import Settings
 
 log = logging.getLogger("autorecap")

@@ -25,6 +25,7 @@ from autorecap.core.data import clear_memory, select_swipe, set_data
 from autorecap.core.events import Clock, Debouncer, Event, ThreadClock
 from autorecap.core.memory import MemoryState, RefreshResult, refresh_memory
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
@@ -472,35 +473,3 @@ def _chat_id_of_target(target: str | Path) -> str:
     if isinstance(target, Path) or path.exists() or str(target).endswith(".jsonl"):
         return chat_id_for(path)
     return str(target)
-
-
-def user_name_of(chat: Chat) -> str:
-    """The user's name in a chat (from its messages, else the header)."""
-    for message in reversed(chat.messages):
-        if message.is_user and message.name:
-            return message.name
-    name = chat.user_name
-    return name if name and name != "unused" else "User"
-
-
-def character_name_of(chat: Chat) -> str:
-    """The character's name in a chat (from its messages, else the header)."""
-    for message in reversed(chat.messages):
-        if (
-            not message.is_user
-            and not message.is_narrator
-            and not message.is_hidden
-            and message.name
-        ):
-            return message.name
-    name = chat.character_name
-    return name if name and name != "unused" else "Assistant"
-
-
-def character_key_of(chat: Chat) -> str | None:
-    """The key profiles are bound to: the first character's avatar (group) or name."""
-    for message in chat.messages:
-        if not message.is_user and not message.is_narrator and message.name:
-            return message.character_key
-    name = chat.character_name
-    return name if name and name != "unused" else None

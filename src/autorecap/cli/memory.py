@@ -15,10 +15,11 @@ from rich.table import Table
 from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
+from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
-from autorecap.session import Session, character_key_of, character_name_of, user_name_of
+from autorecap.session import Session
 from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
 from autorecap.stfiles.jsonl import chat_id_for
 from autorecap.store import SQLiteStore

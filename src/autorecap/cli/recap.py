@@ -25,6 +25,7 @@ from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory, update_data
+from autorecap.core.names import character_key_of
 from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible, unmark_break
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
@@ -34,7 +35,7 @@ from autorecap.jobs.runner import enqueue_pipeline
 from autorecap.llm.openai_compat import make_backend
 from autorecap.pipeline import run_pipeline
 from autorecap.profiles import Profiles
-from autorecap.session import Session, character_key_of
+from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
 from autorecap.store import SQLiteStore
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import character_key_of
 from autorecap.core.scenes import scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
@@ -32,7 +33,6 @@ from autorecap.llm.base import RecapBackend
 from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
 from autorecap.profiles import Profiles
 from autorecap.recaps import build_request, needs_recap, store_result
-from autorecap.session import character_key_of
 from autorecap.settings import Settings
 
 log = logging.getLogger("autorecap.jobs")

@@ -76,7 +76,10 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(config.timeout_s, connect=10))
+        state["client"] = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.timeout_s, connect=10),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+        )
         worker = None
         thread = None
         if config.worker:
