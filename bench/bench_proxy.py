@@ -103,7 +103,7 @@ async def measure(
     ids: list[str],
 ) -> list[float]:
     times: list[float] = []
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+    async with httpx.AsyncClient(timeout=900, limits=httpx.Limits(max_connections=200)) as client:
         for round_number in range(rounds):
             tasks = []
             for chat_id, messages in zip(ids, chats, strict=True):
