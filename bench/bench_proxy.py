@@ -153,15 +153,13 @@ def main() -> None:
                     added = (percentile(proxied, pct) - percentile(direct, pct)) * 1e3
                     figures[f"{label}: added {name} ms"] = round(added, 2)
                 figures[f"{label}: direct p50 ms"] = round(percentile(direct, 50) * 1e3, 2)
+            report(f"proxy: added latency, {clients} client(s), chats of 1,000 messages", figures)
+            figures = {}
         server.should_exit = True
         thread.join(timeout=30)
     upstream.shutdown()
     upstream.server_close()
-    report(
-        "proxy: added latency, chats of 1,000 messages (targets at 100 clients: "
-        "p50 <= 2 ms, p99 <= 10 ms)",
-        figures,
-    )
+    print("targets at 100 clients: added p50 <= 2 ms, p99 <= 10 ms")
 
 
 if __name__ == "__main__":
