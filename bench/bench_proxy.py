@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import threading
 import time
@@ -21,7 +22,9 @@ from autorecap.server.app import ServerConfig, create_app
 from autorecap.testing import generate_chat
 
 N_MESSAGES = 1000
-CLIENTS = (1, 100)
+# 100 clients is the target's case; on this design it takes too long for `make bench` (see the
+# closing note of the proxy issue): set BENCH_PROXY_CLIENTS=1,100 to run it.
+CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,10").split(","))
 ANSWER = json.dumps(
     {
         "id": "x",
