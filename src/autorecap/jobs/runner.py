@@ -110,6 +110,7 @@ class Worker:
         idle_sleep: float = 0.2,
         chat_source: Callable[[str], Chat] | None = None,
         lock: threading.RLock | None = None,
+        yield_to: Callable[[], bool] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -125,6 +126,8 @@ class Worker:
         # A server shares its in-memory chats (and their lock) with its worker: one object per
         # chat, so that neither overwrites the other's changes with an old copy.
         self.chat_source = chat_source
+        self.yield_to = yield_to
+        """While it answers True (a request waits for the chat lock), take no new job."""
         self._lock = lock if lock is not None else threading.RLock()
         self.stop_event = threading.Event()
         self._running: set[int] = set()
@@ -176,6 +179,8 @@ class Worker:
 
     def _loop(self, until_empty: bool, chat_id: str | None) -> None:
         while not self.stop_event.is_set():
+            while self.yield_to is not None and self.yield_to() and not self.stop_event.is_set():
+                time.sleep(0.001)  # a request goes first: recaps are never on the reply path
             job = self.queue.claim()
             if job is None:
                 if until_empty and self.queue.paused:

@@ -89,6 +89,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 chat_source=registry.chat,
                 lock=registry.lock,
                 idle_sleep=0.5,
+                yield_to=registry.requests_waiting,
             )
             thread = threading.Thread(
                 target=worker.run,

@@ -7,9 +7,10 @@ object per chat, one lock), and every change is saved to the store at once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,8 @@ class ChatRegistry:
         self.context_size = context_size
         self.queue_recaps = queue_recaps
         self.lock = threading.RLock()
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._dirty: dict[str, dict[int, Message]] = {}
         self._header_dirty: dict[str, bool] = {}
@@ -151,7 +154,7 @@ class ChatRegistry:
         """Reconcile the request with the chat (firing the seeds' events) and build what goes
         upstream: hidden messages dropped, the memory placed, unless the client carries it."""
         incoming = client_messages(body)
-        with self.lock:
+        with self.request_lock():
             session = self.session(chat_id)
             chat = session.chat
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
@@ -220,7 +223,7 @@ class ChatRegistry:
 
     def finish(self, turn: Turn, reply: str) -> None:
         """Record the answer: a new message, or a new swipe of the regenerated one."""
-        with self.lock:
+        with self.request_lock():
             if not reply:
                 if self.queue_recaps and turn.plan.ops:
                     enqueue_pipeline(
@@ -236,6 +239,20 @@ class ChatRegistry:
             self._save(turn.chat_id)
             if self.queue_recaps:
                 enqueue_pipeline(self.queue, session.chat, session.settings)
+
+    @contextlib.contextmanager
+    def request_lock(self) -> Iterator[None]:
+        """The chat lock, taken for a request: the worker lets requests go first."""
+        with self._waiting_lock:
+            self._waiting += 1
+        with self.lock:
+            with self._waiting_lock:
+                self._waiting -= 1
+            yield
+
+    def requests_waiting(self) -> bool:
+        """True while a request waits for (or holds) the chat lock."""
+        return self._waiting > 0
 
     def sessions(self) -> list[str]:
         with self.lock:
