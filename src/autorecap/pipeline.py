@@ -41,7 +41,12 @@ from autorecap.llm.base import (
     SceneRecapRequest,
 )
 from autorecap.llm.offline import OfflineBackend, cut_to
-from autorecap.llm.offline_scenes import fit_lines, pick_scene_starts, score_scene_starts
+from autorecap.llm.offline_scenes import (
+    BreakCandidate,
+    fit_lines,
+    pick_scene_starts,
+    score_scene_starts,
+)
 from autorecap.recaps import RecapStats, recap_all
 from autorecap.settings import Settings
 
@@ -75,6 +80,8 @@ _COMMON = frozenset(
     }
 )
 _WINDOW = 40
+_SCORE_CONTEXT = 50
+"""Messages before the scanned range that the scorer sees (its window, and typical pauses)."""
 
 
 @dataclass
@@ -177,11 +184,18 @@ def detect_scene_breaks(
 
 
 def _offline_breaks(messages: list[Message], start: int, end: int, minimum: int) -> list[int]:
-    candidates = score_scene_starts(
-        [m.text for m in messages],
-        narrators=[m.is_narrator for m in messages],
-        times=[m.send_time for m in messages],
-    )
+    # Only the part after the last break is scored (with the scorer's window around it): a long
+    # chat's new messages cost what they are, not what the whole chat is.
+    low = max(0, start - _SCORE_CONTEXT)
+    part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
+    candidates = [
+        BreakCandidate(c.index + low, c.score, c.cue)
+        for c in score_scene_starts(
+            [m.text for m in part],
+            narrators=[m.is_narrator for m in part],
+            times=[m.send_time for m in part],
+        )
+    ]
     starts = pick_scene_starts(
         candidates,
         count=len(messages),

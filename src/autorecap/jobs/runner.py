@@ -19,7 +19,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from autorecap.core.data import get_data, get_memory
@@ -43,9 +43,12 @@ SCENE_PRIORITY = 10
 RUNNING_PRIORITY = 0
 
 
-def enqueue_pipeline(queue: JobQueue, chat: Chat, settings: Settings) -> list[int]:
+def enqueue_pipeline(
+    queue: JobQueue, chat: Chat, settings: Settings, only: Sequence[Message] | None = None
+) -> list[int]:
     """Queue the whole pipeline for a stored chat: a recap job for every message that needs
-    one, and scene detection after them (which queues the scene work). Returns the job ids."""
+    one (or, with `only`, for those messages: what a turn of the proxy added or changed), and
+    scene detection after them (which queues the scene work). Returns the job ids."""
     counter = get_counter(settings.tokenizer)
     done: dict[int, str] = queue.store.run(
         lambda db: dict(
@@ -57,7 +60,7 @@ def enqueue_pipeline(queue: JobQueue, chat: Chat, settings: Settings) -> list[in
         )
     )
     ids = []
-    for message in chat.messages:
+    for message in chat.messages if only is None else only:
         if message.id is None:
             continue
         wanted = needs_recap(message, settings, counter)

@@ -74,6 +74,8 @@ class Turn:
     regenerate: int | None
     plan: Plan
     injected: list[str] = field(default_factory=list)
+    touched: list[Message] = field(default_factory=list)
+    """Messages this turn added or changed: the ones that need (new) recaps."""
 
 
 class ChatRegistry:
@@ -161,15 +163,20 @@ class ChatRegistry:
             stored = [(_role(m), m.text) for m in chat.messages]
             result = plan(stored, incoming, injected=injected, generating=True)
             last = len(result.ops) - 1
+            touched: list[Message] = []
             for number, op in enumerate(result.ops):
                 # A long history arriving at once (a new chat): one refresh at the end.
                 self._apply(session, op.kind, op.index, op.message, quiet=number < last)
+                if op.kind == "append":
+                    touched.append(chat.messages[-1])
+                elif op.kind == "edit":
+                    touched.append(chat.messages[op.index])
             if result.ops:
                 session.refresh()
             self._save(chat_id)
             outgoing = self._outgoing(session, result)
             # Recap jobs are queued when the reply is recorded (`finish`), off the reply path.
-            return Turn(chat_id, outgoing, result.regenerate, result, injected)
+            return Turn(chat_id, outgoing, result.regenerate, result, injected, touched)
 
     def _apply(
         self,
@@ -226,19 +233,20 @@ class ChatRegistry:
         with self.request_lock():
             if not reply:
                 if self.queue_recaps and turn.plan.ops:
-                    enqueue_pipeline(
-                        self.queue, self.chat(turn.chat_id), self.session(turn.chat_id).settings
-                    )
+                    session = self.session(turn.chat_id)
+                    enqueue_pipeline(self.queue, session.chat, session.settings, turn.touched)
                 return
             session = self.session(turn.chat_id)
             if turn.regenerate is not None and turn.regenerate < len(session.chat.messages):
-                session.swipe(turn.regenerate, text=reply)
+                recorded = session.swipe(turn.regenerate, text=reply)
             else:
-                session.receive(reply)
+                recorded = session.receive(reply)
             session.refresh()
             self._save(turn.chat_id)
             if self.queue_recaps:
-                enqueue_pipeline(self.queue, session.chat, session.settings)
+                enqueue_pipeline(
+                    self.queue, session.chat, session.settings, [*turn.touched, recorded]
+                )
 
     @contextlib.contextmanager
     def request_lock(self) -> Iterator[None]:
