@@ -27,7 +27,7 @@ from typing import Any
 
 from autorecap.core.model import Chat, Message
 from autorecap.errors import AutorecapError
-from autorecap.stfiles.jsonl import read_chat, write_chat
+from autorecap.stfiles.jsonl import chat_id_for, read_chat, write_chat
 from autorecap.store.base import ChatStore
 
 DEFAULT_SAVE_DEBOUNCE_MS = 1000
@@ -247,6 +247,12 @@ def _not_found(target: str | Path) -> AutorecapError:
         f"{str(target)!r} is neither a chat file nor a stored chat: check the path, or "
         "store the file first with `autorecap import FILE` (`autorecap chats` lists them)"
     )
+
+
+def target_chat_id(target: str | Path) -> str:
+    """The chat id a target names: a file's name without `.jsonl`, or the stored chat's id."""
+    path = Path(target)
+    return chat_id_for(path) if _looks_like_file(target, path) else str(target)
 
 
 def _looks_like_file(target: str | Path, path: Path) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from autorecap.autosave import OpenChat, open_chat
+from autorecap.autosave import OpenChat, open_chat, target_chat_id
 from autorecap.core import running
 from autorecap.core.data import clear_memory, select_swipe, set_data
 from autorecap.core.events import Clock, Debouncer, Event, ThreadClock
@@ -31,7 +31,6 @@ from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.settings import Settings, chat_enabled
-from autorecap.stfiles.jsonl import chat_id_for
 from autorecap.store.base import ChatStore
 
 log = logging.getLogger("autorecap")
@@ -71,7 +70,7 @@ class Session:
         elif isinstance(target, OpenChat):
             self.open, self.chat = target, target.chat
         else:
-            probe = settings or self.profiles.settings_for(_chat_id_of_target(target))
+            probe = settings or self.profiles.settings_for(target_chat_id(target))
             debounce = save_debounce_ms if save_debounce_ms is not None else probe.save_debounce_ms
             self.open = open_chat(target, store=store, debounce_ms=debounce)
             self.chat = self.open.chat
@@ -466,10 +465,3 @@ _HANDLERS: dict[Event, Callable[[Session, int | None], None]] = {
     Event.MESSAGE_EDITED: Session._handle_debounced_event,
     Event.MORE_MESSAGES_LOADED: Session._handle_debounced_event,
 }
-
-
-def _chat_id_of_target(target: str | Path) -> str:
-    path = Path(target)
-    if isinstance(target, Path) or path.exists() or str(target).endswith(".jsonl"):
-        return chat_id_for(path)
-    return str(target)

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autorecap.autosave import load_target
+from autorecap.autosave import load_target, target_chat_id
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
@@ -21,7 +21,6 @@ from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.session import Session
 from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
-from autorecap.stfiles.jsonl import chat_id_for
 from autorecap.store import SQLiteStore
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -273,7 +272,7 @@ def toggle(
         raise AutorecapError("name the chat to switch, or use --global")
     if state is ToggleState.per_chat:
         raise AutorecapError("per-chat goes with --global; for one chat use on or off")
-    chat_id = chat_id_for(Path(chat)) if chat.endswith(".jsonl") or Path(chat).exists() else chat
+    chat_id = target_chat_id(chat)
     profiles.set_chat_enabled(chat_id, state is ToggleState.on)
     note = ""
     if profiles.get("use_global_toggle_state"):

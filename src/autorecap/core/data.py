@@ -25,7 +25,8 @@ LEGACY_NAMESPACE = "auto_summarize_memory"
 INCLUDED = "Recap of message(s)"
 """The `include` flag of a message whose recap is in short-term memory (seed 002)."""
 
-_RECAP_KEYS_CLEARED = ("memory", "error", "reasoning", "prefill")
+RECAP_KEYS = ("memory", "error", "reasoning", "prefill")
+"""The keys of a message recap and what came with it (cleared together)."""
 
 
 def get_data(message: Mapping[str, Any] | None, key: str) -> Any:
@@ -94,7 +95,7 @@ def edit_memory(message: dict[str, Any] | None, text: str) -> None:
 
 def clear_memory(message: dict[str, Any] | None) -> None:
     """Remove the recap and everything about it (seed 004, "Pattern 5")."""
-    values: dict[str, Any] = dict.fromkeys(_RECAP_KEYS_CLEARED)
+    values: dict[str, Any] = dict.fromkeys(RECAP_KEYS)
     values["edited"] = False
     values["exclude"] = False
     update_data(message, values)

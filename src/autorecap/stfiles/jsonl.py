@@ -9,6 +9,7 @@ lenient mode) malformed lines are kept verbatim where they were. Writes are atom
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -216,24 +217,24 @@ def _same_data(canonical: str, raw: bytes) -> bool:
         return False
 
 
-def _anchor_kept_lines(chat: Chat) -> dict[int | None, list[KeptLine]]:
-    """Group kept lines by the message they now follow (None: right after the header).
-
-    A kept line whose message was removed follows the nearest earlier message still present.
-    """
-    present = {id(message) for message in chat.messages}
+def kept_line_anchor(chat: Chat, kept: KeptLine, present: Collection[int]) -> Message | None:
+    """The message a kept line follows now: the one it followed when read, or, when that one
+    was removed, the nearest earlier message still present (`present`: their `id()`s); None
+    means right after the header."""
     original = chat.layout.original_messages
+    for index in range(min(kept.after_index, len(original) - 1), -1, -1):
+        if id(original[index]) in present:
+            return original[index]
+    return None
+
+
+def _anchor_kept_lines(chat: Chat) -> dict[int | None, list[KeptLine]]:
+    """Group kept lines by the message they now follow (None: right after the header)."""
+    present = {id(message) for message in chat.messages}
     groups: dict[int | None, list[KeptLine]] = {}
     for kept in chat.layout.kept:
-        anchor: int | None = None
-        index = kept.after_index
-        while index >= 0:
-            candidate = original[index] if index < len(original) else None
-            if candidate is not None and id(candidate) in present:
-                anchor = id(candidate)
-                break
-            index -= 1
-        groups.setdefault(anchor, []).append(kept)
+        anchor = kept_line_anchor(chat, kept, present)
+        groups.setdefault(None if anchor is None else id(anchor), []).append(kept)
     return groups
 
 

@@ -18,7 +18,12 @@ from typing import Any
 from autorecap.core.jsjson import dumps_canonical, loads_strict
 from autorecap.core.model import Chat, FileLayout, KeptLine, Message
 from autorecap.paths import autorecap_home
-from autorecap.stfiles.jsonl import data_matches_raw, message_line, serialize_chat
+from autorecap.stfiles.jsonl import (
+    data_matches_raw,
+    kept_line_anchor,
+    message_line,
+    serialize_chat,
+)
 from autorecap.store.base import ChatInfo, ChatStore
 from autorecap.store.migrations import StoreError, apply_migrations
 
@@ -120,17 +125,10 @@ class SQLiteStore(ChatStore):
                 rows,
             )
             positions = {id(m): pos for pos, m in enumerate(chat.messages)}
-            original = layout.original_messages
             kept_rows = []
             for seq, kept in enumerate(layout.kept):
-                after_pos = -1
-                index = kept.after_index
-                while index >= 0:
-                    candidate = original[index] if index < len(original) else None
-                    if candidate is not None and id(candidate) in positions:
-                        after_pos = positions[id(candidate)]
-                        break
-                    index -= 1
+                anchor = kept_line_anchor(chat, kept, positions)
+                after_pos = -1 if anchor is None else positions[id(anchor)]
                 kept_rows.append(
                     (new_id, seq, kept.line, kept.raw, kept.eol, kept.reason, after_pos)
                 )
