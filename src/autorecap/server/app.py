@@ -30,7 +30,10 @@ from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
 from autorecap.llm.openai_compat import OpenAICompatBackend, make_backend
+from autorecap.server.access import KeyRing, request_scope
+from autorecap.server.api import api_router
 from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
+from autorecap.server.responses import error_response
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
@@ -49,6 +52,8 @@ class ServerConfig:
     context_size: int | None = None
     worker: bool = True
     timeout_s: float = 600.0
+    keys_file: Path | None = None
+    """With a keys file, every request needs a key and each key sees only its own chats."""
 
 
 def create_app(config: ServerConfig) -> FastAPI:
@@ -59,9 +64,12 @@ def create_app(config: ServerConfig) -> FastAPI:
             f"--upstream {config.upstream!r} must be an http(s) URL such as "
             "http://127.0.0.1:8080/v1"
         )
+    keyring = KeyRing.from_file(config.keys_file) if config.keys_file is not None else None
     store = SQLiteStore(config.db)
     queue = JobQueue(store)
-    registry = ChatRegistry(store, queue, context_size=config.context_size)
+    registry = ChatRegistry(
+        store, queue, context_size=config.context_size, keys_on=keyring is not None
+    )
     state: dict[str, Any] = {}
 
     def backend_for(settings: Settings) -> RecapBackend:
@@ -110,13 +118,22 @@ def create_app(config: ServerConfig) -> FastAPI:
     app = FastAPI(title="autorecap memory proxy", lifespan=lifespan)
     app.state.registry = registry
     app.state.queue = queue
+    app.state.store = store
+    app.state.keyring = keyring
+
+    @app.exception_handler(AutorecapError)
+    async def autorecap_error(request: Request, error: AutorecapError) -> JSONResponse:
+        return error_response(error.http_status, str(error))
+
+    app.include_router(api_router())
 
     def upstream_headers(request: Request) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        elif request.headers.get("authorization"):
+        elif keyring is None and request.headers.get("authorization"):
+            # With keys on, the client's key is autorecap's, never the upstream's.
             headers["Authorization"] = request.headers["authorization"]
         return headers
 
@@ -128,11 +145,12 @@ def create_app(config: ServerConfig) -> FastAPI:
         if not isinstance(body, dict):
             return _error(400, "the request body must be a JSON object")
         try:
+            scope = request_scope(request)
             incoming = client_messages(body)
             chosen = (
                 chat_id or _header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
             )
-            turn = registry.begin(chosen, body)
+            turn = registry.begin(scope.internal(chosen), body)
         except AutorecapError as error:
             return _error(error.http_status, str(error))
         outgoing = dict(body)
@@ -174,7 +192,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 relay(),
                 status_code=response.status_code,
                 media_type=_media(response),
-                headers={"X-Autorecap-Chat": quote(turn.chat_id, safe=_SAFE)},
+                headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
             )
         try:
             response = await client.post(url, json=outgoing, headers=headers)
@@ -188,10 +206,14 @@ def create_app(config: ServerConfig) -> FastAPI:
             response.content,
             response.status_code,
             media_type=_media(response),
-            headers={"X-Autorecap-Chat": quote(turn.chat_id, safe=_SAFE)},
+            headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
         )
 
     async def passthrough(request: Request, path: str) -> Response:
+        try:
+            request_scope(request)
+        except AutorecapError as error:
+            return _error(error.http_status, str(error))
         client: httpx.AsyncClient = state["client"]
         body = await request.body()
         try:
@@ -248,11 +270,7 @@ def _header_text(value: str | None) -> str | None:
         return value
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"message": message, "type": "autorecap_error", "code": status}},
-        status_code=status,
-    )
+_error = error_response
 
 
 def _media(response: httpx.Response) -> str:

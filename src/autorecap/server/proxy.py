@@ -21,7 +21,9 @@ from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import enqueue_pipeline
-from autorecap.profiles import Profiles
+from autorecap.paths import autorecap_home
+from autorecap.profiles import SETTINGS_FILE, Profiles
+from autorecap.server.access import owner_of
 from autorecap.session import Session
 from autorecap.store.sqlite import SQLiteStore
 
@@ -89,10 +91,13 @@ class ChatRegistry:
         profiles: Profiles | None = None,
         context_size: int | None = None,
         queue_recaps: bool = True,
+        keys_on: bool = False,
     ) -> None:
         self.store = store
         self.queue = queue
         self.profiles = profiles or Profiles()
+        self.keys_on = keys_on
+        self._owner_profiles: dict[str, Profiles] = {"": self.profiles}
         self.context_size = context_size
         self.queue_recaps = queue_recaps
         self.lock = threading.RLock()
@@ -104,6 +109,16 @@ class ChatRegistry:
         self._saved_version: dict[str, int] = {}
 
     # --- the chats ---------------------------------------------------------------------------
+
+    def profiles_for(self, owner: str) -> Profiles:
+        """An owner's settings file: the installation's own when access control is off, else
+        `$AUTORECAP_HOME/users/<owner>/settings.json`, so no key changes another's settings."""
+        with self.lock:
+            found = self._owner_profiles.get(owner)
+            if found is None:
+                found = Profiles(autorecap_home() / "users" / owner / SETTINGS_FILE)
+                self._owner_profiles[owner] = found
+            return found
 
     def chat(self, chat_id: str) -> Chat:
         """The in-memory chat (shared with the worker)."""
@@ -129,7 +144,8 @@ class ChatRegistry:
                     self._header_dirty[chat_id] = True
 
             chat.listeners.append(remember)
-            session = Session(chat, profiles=self.profiles)
+            owner = owner_of(chat_id, self.keys_on)
+            session = Session(chat, profiles=self.profiles_for(owner))
             self._sessions[chat_id] = session
             self._save(chat_id)
             return session
@@ -265,6 +281,32 @@ class ChatRegistry:
     def sessions(self) -> list[str]:
         with self.lock:
             return sorted(self._sessions)
+
+    # --- for the REST API ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def edit(self, chat_id: str) -> Iterator[Session]:
+        """The chat's session, with its lock held; whatever changed is saved on the way out.
+        `chat_id` is the store's id (`Scope.internal`). An unknown chat is an error, not a new
+        chat: only the proxy creates chats on first sight."""
+        with self.request_lock():
+            if chat_id not in self._sessions and not self.store.has_chat(chat_id):
+                raise self.store._unknown(chat_id)
+            session = self.session(chat_id)
+            try:
+                yield session
+            finally:
+                self._save(chat_id)
+
+    def drop(self, chat_id: str) -> None:
+        """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""
+        with self.lock:
+            session = self._sessions.pop(chat_id, None)
+            self._dirty.pop(chat_id, None)
+            self._header_dirty.pop(chat_id, None)
+            self._saved_version.pop(chat_id, None)
+        if session is not None:
+            session.chat.listeners.clear()
 
 
 def _role(message: Message) -> str:
