@@ -4,7 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean chromium
+
+# The browser tests (tests/web) drive Debian's chromium through Playwright; never
+# `playwright install` (it downloads a browser of its own). See DEVELOPERS.md.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SCREENSHOTS := $(CURDIR)/test-artifacts/screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +21,15 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/autorecap demo
 
-test: $(STAMP) lint
-	$(BIN)/pytest -q
+test: $(STAMP) lint chromium
+	AUTORECAP_SCREENSHOTS=$(SCREENSHOTS) $(BIN)/pytest -q
+
+chromium:
+	@if [ ! -e $(CHROMIUM) ]; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -27,4 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json test-artifacts

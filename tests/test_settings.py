@@ -207,6 +207,19 @@ def test_reset_returns_to_the_default(home: Path) -> None:
     assert profiles.get("tokenizer") == "cl100k"
 
 
+def test_set_many_checks_every_value_before_saving_any(home: Path) -> None:
+    profiles = Profiles()
+    with pytest.raises(SettingsError, match="setting 'tokenizer' must be") as caught:
+        profiles.set_many({"context_size": 4096, "tokenizer": "gpt2"})
+    assert caught.value.field == "tokenizer"
+    assert not profiles.path.exists()
+    assert Profiles().get("context_size") == 8192
+    profiles.set_many({"context_size": 4096, "use_global_toggle_state": True})
+    again = Profiles()
+    assert again.profile_values("Default") == {"context_size": 4096}
+    assert again.get("use_global_toggle_state") is True
+
+
 @pytest.mark.parametrize(
     ("action", "message"),
     [

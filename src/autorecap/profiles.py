@@ -113,6 +113,16 @@ class Profiles:
         self._save()
         return checked
 
+    def set_many(self, values: dict[str, Any], profile: str | None = None) -> dict[str, Any]:
+        """Set several settings at once: every value is validated first, and the file is
+        written once, so nothing is saved when one value is refused."""
+        checked = {key: validate_setting(key, value) for key, value in values.items()}
+        target = self._profile(profile or self.active_profile)
+        for key, value in checked.items():
+            (self._data["global"] if key in GLOBAL_KEYS else target)[key] = _jsonable(value)
+        self._save()
+        return checked
+
     def reset(self, key: str, profile: str | None = None) -> None:
         """Back to the default value."""
         require_setting(key)

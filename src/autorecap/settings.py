@@ -206,7 +206,14 @@ GLOBAL_KEYS: Final = frozenset(
 
 
 class SettingsError(AutorecapError):
-    """A setting name or value that autorecap does not accept."""
+    """A setting name or value that autorecap does not accept. `field` names the setting at
+    fault, when there is one (the REST API's error `field`)."""
+
+    http_status = 422
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def allowed_values(key: str) -> str:
@@ -238,7 +245,7 @@ def validate_setting(key: str, value: Any) -> Any:
         probe = Settings.model_validate({key: value})
     except ValidationError as error:
         raise SettingsError(
-            f"setting {key!r} must be {allowed_values(key)} (got {value!r})"
+            f"setting {key!r} must be {allowed_values(key)} (got {value!r})", field=key
         ) from _first(error)
     return getattr(probe, key)
 
@@ -266,7 +273,8 @@ def make_settings(values: dict[str, Any]) -> Settings:
     unknown = [key for key in values if key not in Settings.model_fields]
     if unknown:
         raise SettingsError(
-            f"unknown setting {unknown[0]!r}: see `autorecap settings` for the list"
+            f"unknown setting {unknown[0]!r}: see `autorecap settings` for the list",
+            field=unknown[0],
         )
     for key, value in values.items():
         validate_setting(key, value)
@@ -292,7 +300,9 @@ def _field(key: str) -> Any:
     if field is None:
         close = difflib.get_close_matches(key, SETTING_NAMES, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise SettingsError(f"unknown setting {key!r}{hint}: see `autorecap settings` for the list")
+        raise SettingsError(
+            f"unknown setting {key!r}{hint}: see `autorecap settings` for the list", field=key
+        )
     return field
 
 

@@ -112,7 +112,7 @@ def test_flags_equal_the_seed_loop_on_generated_chats(
     config=settings_strategy,
     steps=st.lists(
         st.tuples(
-            st.sampled_from(["append", "recap", "exclude", "break", "refresh"]),
+            st.sampled_from(["append", "recap", "unrecap", "exclude", "break", "refresh"]),
             st.integers(0, 10_000),
         ),
         min_size=1,
@@ -139,6 +139,8 @@ def test_incremental_refresh_equals_a_full_one(
         chat.listeners.append(touch)
         if action == "recap":
             set_data(chat.messages[value % len(chat.messages)], "memory", f"new recap {value}")
+        elif action == "unrecap":
+            set_data(chat.messages[value % len(chat.messages)], "memory", None)
         elif action == "exclude":
             set_data(chat.messages[value % len(chat.messages)], "exclude", value % 2 == 0)
         elif action == "break":
@@ -146,7 +148,7 @@ def test_incremental_refresh_equals_a_full_one(
         chat.listeners.remove(touch)
         kinds.append(refresh_memory(chat, config, slots, COUNTER, state=state).full)
         chat.listeners.append(touch)
-    if all(action in ("append", "refresh", "recap", "exclude") for action, _ in steps):
+    if all(action in ("append", "refresh", "recap", "unrecap", "exclude") for action, _ in steps):
         assert not any(kinds)  # no scene break changed: every refresh was incremental
     incremental = (flags_of(chat.messages), [m.is_hidden for m in chat.messages])
     fresh = copy.deepcopy(chat)

@@ -72,20 +72,28 @@ def column(store: SQLiteStore, job_id: int, name: str) -> object:
 # --- the schema ------------------------------------------------------------------------------
 
 
-def test_the_jobs_tables_come_from_migration_2(tmp_path: Path) -> None:
+def test_the_jobs_tables_come_from_migrations_2_and_3(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     db = sqlite3.connect(path, isolation_level=None)
     assert schema_version(db) == 0
     assert apply_migrations(db, until=1) == [1]
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "jobs" not in tables
-    assert apply_migrations(db) == [2]
+    assert apply_migrations(db, until=2) == [2]
     assert schema_version(db) == 2
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"jobs", "job_deps", "job_results", "queue_state"} <= tables
+    assert apply_migrations(db) == [3]  # the lookup index of a chat's jobs
+    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "jobs_by_chat" in indexes
+    plan = db.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE kind = 'k' AND chat_id = 'c' "
+        "AND target IS 1 AND state IN ('queued', 'running')"
+    ).fetchall()
+    assert any("jobs_by_chat" in str(row) for row in plan)
     db.close()
-    fresh = SQLiteStore(tmp_path / "fresh.db")  # an empty database goes straight to version 2
-    assert fresh.run(schema_version) == 2
+    fresh = SQLiteStore(tmp_path / "fresh.db")  # an empty database goes straight to the latest
+    assert fresh.run(schema_version) == 3
     assert JobQueue(fresh).counts() == dict.fromkeys(STATES, 0)
     fresh.close()
 

@@ -4,7 +4,8 @@
   answers chat completions as JSON or as server-sent events written as HTTP/1.1 chunks (one
   chunk per write, flushed, with a pause between writes), `GET /v1/models` and
   `POST /v1/completions`, and scripted error statuses. It records every request and every byte
-  it writes, and notices when a client goes away in the middle of a stream.
+  it writes, and notices when a client goes away in the middle of a stream. `hold(...)` keeps
+  the chat completions it matches waiting until the test releases them.
 - `start_proxy(...)`: `create_app(ServerConfig(...))` served by a real uvicorn server in a thread.
 - `openai_client(...)` / `http`: the official `openai` client and httpx, closed after the test.
 
@@ -32,6 +33,7 @@ import uvicorn
 
 from autorecap.core.model import Chat
 from autorecap.server.app import ServerConfig, create_app
+from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
@@ -84,6 +86,50 @@ class Answer:
     status: int = 200
     body: bytes = b""
     content_type: str = "application/json"
+    held: HeldRequest | None = None
+    """Answer only once this request's hold is released."""
+
+
+class Hold:
+    """Chat completions that match `predicate` wait until `release()` (at most `timeout` s,
+    so that nothing hangs), then get `reply`. Requests arriving after the release pass."""
+
+    def __init__(self, predicate: Callable[[Recorded], bool], reply: str, timeout: float) -> None:
+        self.predicate = predicate
+        self.reply = reply
+        self.timeout = timeout
+        self.released = threading.Event()
+        self.arrived = threading.Event()
+        self.held: list[HeldRequest] = []
+
+    def release(self) -> None:
+        self.released.set()
+
+    def first(self, timeout: float = 10.0) -> HeldRequest:
+        """The first request held, once it has arrived."""
+        assert self.arrived.wait(timeout), f"no request was held within {timeout} s"
+        return self.held[0]
+
+
+@dataclass
+class HeldRequest:
+    """One request a `Hold` kept waiting."""
+
+    recorded: Recorded
+    hold: Hold
+    arrived: float
+    """`time.monotonic()` when it arrived."""
+    answered: threading.Event = field(default_factory=threading.Event)
+    """Set once its answer has been written."""
+    timed_out: bool = False
+    """True when it was answered because the hold timed out, not because it was released."""
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(self.recorded.contents)
+
+    def wait(self) -> None:
+        self.timed_out = not self.hold.released.wait(self.hold.timeout)
 
 
 @dataclass
@@ -145,6 +191,7 @@ class Upstream:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._script: deque[Answer] = deque()
+        self._holds: list[Hold] = []
         self.requests: list[Recorded] = []
         self.bodies: list[bytes] = []
         """The body bytes of every non-streamed answer, in order."""
@@ -173,6 +220,16 @@ class Upstream:
         self._push(Answer("status", status=status, body=body, content_type=content_type))
         return self
 
+    def hold(
+        self, predicate: Callable[[Recorded], bool], *, reply: str, timeout: float = 10.0
+    ) -> Hold:
+        """Keep the chat completions `predicate` matches waiting until `Hold.release()`
+        (before the script is consulted: they do not use up scripted answers)."""
+        hold = Hold(predicate, reply, timeout)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
     def _push(self, answer: Answer) -> None:
         with self._lock:
             self._script.append(answer)
@@ -196,6 +253,12 @@ class Upstream:
             self.requests.append(recorded)
             if not recorded.path.endswith("/chat/completions"):
                 return None
+            for hold in self._holds:
+                if not hold.released.is_set() and hold.predicate(recorded):
+                    held = HeldRequest(recorded, hold, time.monotonic())
+                    hold.held.append(held)
+                    hold.arrived.set()
+                    return Answer("reply", text=hold.reply, held=held)
             if self._script:
                 return self._script.popleft()
             number = sum(1 for r in self.requests if r.path.endswith("/chat/completions"))
@@ -209,6 +272,9 @@ class Upstream:
 
     def stop(self) -> None:
         self.stopping.set()  # wakes handlers pausing between chunks
+        with self._lock:
+            for hold in self._holds:
+                hold.release()
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(timeout=5)
@@ -246,6 +312,9 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
                 json=parsed,
             )
             answer = upstream._record(recorded)
+            held = answer.held if answer is not None else None
+            if held is not None:
+                held.wait()
             try:
                 if answer is None:
                     self._other(recorded)
@@ -260,12 +329,18 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
                     self._send(200, body, "application/json")
             except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
                 self.close_connection = True
+            finally:
+                if held is not None:
+                    held.answered.set()
 
         def _other(self, recorded: Recorded) -> None:
             if recorded.method == "GET" and recorded.path == "/v1/models":
                 self._send(200, MODELS_BODY, "application/json")
-            elif recorded.method == "POST" and recorded.path == "/v1/completions":
-                self._send(200, COMPLETION_BODY, "application/json")
+            elif recorded.method == "POST" and recorded.path.endswith("/completions"):
+                if isinstance(recorded.json, dict) and recorded.json.get("stream"):
+                    self._stream(Answer("stream", pieces=[" and so", " it began."]))
+                else:
+                    self._send(200, COMPLETION_BODY, "application/json")
             else:
                 self._send(404, b'{"error": {"message": "no such route"}}', "application/json")
 
@@ -367,8 +442,15 @@ class Proxy:
     def chat_url(self, chat_id: str) -> str:
         return f"{self.origin}/c/{chat_id}/v1"
 
+    def settled(self) -> None:
+        """Wait for the saves the proxy makes after its replies."""
+        registry: ChatRegistry = self.server.config.app.state.registry
+        registry.flush()
+
     def stored(self, chat_id: str) -> Chat:
-        """The chat as saved in the store (read through a second connection)."""
+        """The chat as saved in the store (read through a second connection), once the
+        proxy's pending saves are done."""
+        self.settled()
         store = SQLiteStore(self.db)
         try:
             return store.load_chat(chat_id)
@@ -376,6 +458,7 @@ class Proxy:
             store.close()
 
     def chat_ids(self) -> list[str]:
+        self.settled()
         store = SQLiteStore(self.db)
         try:
             return sorted(info.id for info in store.list_chats())

@@ -10,6 +10,8 @@ import typer
 
 from autorecap.cli._app import app, err
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
 
 class RecapSource(StrEnum):
     offline = "offline"
@@ -39,6 +41,14 @@ def serve(
             help="Trim history to this many tokens (default: leave the client's size).", min=256
         ),
     ] = None,
+    keys_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys-file",
+            help="Turn access control on: one `name: key` per line; every request then needs "
+            "one of these keys, and each key sees only its own chats, jobs and settings.",
+        ),
+    ] = None,
 ) -> None:
     """Run the memory proxy: point any OpenAI-compatible frontend's base URL at it."""
     import uvicorn
@@ -52,10 +62,24 @@ def serve(
             db=db,
             recap_backend=recap_backend.value,
             context_size=context_size,
+            keys_file=keys_file,
         )
     )
     err.print(
         f"autorecap proxy on http://{host}:{port}/v1 -> {upstream} "
         f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
     )
+    keyring = application.state.keyring
+    if keyring is not None:
+        err.print(
+            f"access control: on, {len(keyring)} key(s) from {keys_file} (send "
+            "`Authorization: Bearer KEY`; each key sees only its own chats)"
+        )
+    else:
+        err.print("access control: off (`--keys-file FILE` turns API keys on)")
+        if host not in _LOOPBACK:
+            err.print(
+                f"[yellow]warning:[/] listening on {host} without keys: anyone who can reach "
+                "this address can read and change every chat"
+            )
     uvicorn.run(application, host=host, port=port, log_level="warning")

@@ -12,7 +12,8 @@ is quadratic in the chat's length. Here the result is the same (SPEC-NOTES §4.2
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autorecap.core import running
@@ -97,6 +98,13 @@ class MemoryState:
     touched: dict[int, Message] = field(default_factory=dict)
     """Messages changed from outside since the last refresh (rechecked next time)."""
     settings_key: str = ""
+    recapped: list[int] = field(default_factory=list)
+    """Indexes of the messages that have a recap, ascending: the only ones the inclusion walk
+    needs to visit (a message without a recap is never included)."""
+    list_version: int = 0
+    """`chat.messages.version` when the state was taken: it grows by one per append."""
+    positions: dict[int, int] = field(default_factory=dict)
+    """`id()` of every message -> its index (the list only grows while the state is valid)."""
 
     def invalidate(self) -> None:
         """Forget everything: the next refresh is a full one."""
@@ -104,10 +112,10 @@ class MemoryState:
         self.touched.clear()
 
     def touch(self, message: Message | None) -> None:
-        """A message (None: the message list) changed outside refresh_memory()."""
-        if message is None:
-            self.invalidate()
-        elif self.valid:
+        """A message changed outside refresh_memory(). None (the header, or the message list)
+        needs nothing here: the next refresh sees from the list itself whether messages were
+        only appended (see `_prepare`), and the header is read afresh every time."""
+        if message is not None and self.valid:
             self.touched[id(message)] = message
 
 
@@ -210,7 +218,10 @@ def update_inclusion_flags(
     written = 0
     total = 0
     reached = False
-    for index in range(len(messages) - 1, -1, -1):
+    order: Iterable[int] = range(len(messages) - 1, -1, -1)
+    if state is not None and state.valid:
+        order = reversed(state.recapped)
+    for index in order:
         message = messages[index]
         if reached and not walk_all:
             break
@@ -251,11 +262,13 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
     messages = chat.messages
     count = len(messages)
     known = state.message_count
+    version = getattr(messages, "version", None)
     if not (
         state.valid
         and key == state.settings_key
         and count >= known
         and (known == 0 or messages[known - 1] is state.anchor)
+        and (version is None or version - state.list_version == count - known)
     ):
         state.valid = False
     else:
@@ -265,22 +278,48 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
                 state.valid = False
                 break
     if state.valid:
-        # Only appended messages are new: check them for scene breaks.
+        # Only appended messages are new: check them for scene breaks and recaps.
         for index in range(known, count):
-            if is_visible_break(messages[index]):
+            message = messages[index]
+            if is_visible_break(message):
                 state.breaks.append(index)
-                state.break_ids.add(id(messages[index]))
+                state.break_ids.add(id(message))
+            state.positions[id(message)] = index
+            if get_memory(message):
+                state.recapped.append(index)
+            if get_data(message, "include") is not None:
+                state.touched[id(message)] = message
+        for ident, message in state.touched.items():
+            index = state.positions.get(ident, -1)
+            if index < 0 or index >= count or messages[index] is not message:
+                state.valid = False  # not where we thought: recompute everything
+                break
+            _track_recap(state, index, bool(get_memory(message)))
+    state.list_version = version if version is not None else 0
+    if state.valid:
         state.message_count = count
         state.anchor = messages[-1] if messages else None
         return False
     state.breaks = [i for i, m in enumerate(messages) if is_visible_break(m)]
     state.break_ids = {id(messages[i]) for i in state.breaks}
+    state.recapped = [i for i, m in enumerate(messages) if get_memory(m)]
+    state.positions = {id(m): i for i, m in enumerate(messages)}
     state.hidden_upto = -1
     state.hide_count = -2
     state.message_count = count
     state.anchor = messages[-1] if messages else None
     state.settings_key = key
     return True
+
+
+def _track_recap(state: MemoryState, index: int, has_recap: bool) -> None:
+    """Keep `state.recapped` right for a message whose recap may have come or gone."""
+    at = bisect.bisect_left(state.recapped, index)
+    present = at < len(state.recapped) and state.recapped[at] == index
+    if has_recap and not present:
+        state.recapped.insert(at, index)
+    elif present and not has_recap:
+        del state.recapped[at]
 
 
 def _auto_hide(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from autorecap.core.model import Message
 from autorecap.core.slots import ExtensionPrompts, Position, Role
@@ -29,7 +30,7 @@ MESSAGE_OVERHEAD = 3
 """Tokens a chat-completion message costs beyond its content (role and separators)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryItem:
     """One message of the history as the assembler sees it."""
 
@@ -41,6 +42,8 @@ class HistoryItem:
     index: int = -1
     """Its index in the chat (-1 when it does not come from one)."""
     injected: bool = False
+    source: dict[str, Any] | None = None
+    """The message as a client sent it: sent on as it is (names, images, tool calls kept)."""
 
 
 @dataclass
@@ -112,8 +115,10 @@ def assemble_chat(
     *,
     context_size: int | None = None,
     reserve: int = 0,
+    count: bool = True,
 ) -> AssembledPrompt:
-    """Build a chat-completion message list (see the module docstring)."""
+    """Build a chat-completion message list (see the module docstring). `count=False` skips
+    the token totals when there is no `context_size` to fit (the proxy's common case)."""
     if isinstance(main_prompt, str):
         main = [{"role": "system", "content": main_prompt}] if main_prompt else []
     else:
@@ -136,8 +141,13 @@ def assemble_chat(
         result,
     )
     spliced = _splice(kept, in_chat)
-    history_messages = [{"role": item.role, "content": item.content} for item in spliced]
+    history_messages = [
+        item.source if item.source is not None else {"role": item.role, "content": item.content}
+        for item in spliced
+    ]
     result.messages = [*before, *main, *after, *history_messages]
+    if not count and context_size is None:
+        return result
     result.injected_tokens = sum(cost(m) for m in [*before, *after]) + in_chat_cost
     result.history_tokens = sum(counter.count(item.content) + MESSAGE_OVERHEAD for item in kept)
     result.tokens = sum(cost(m) for m in result.messages)

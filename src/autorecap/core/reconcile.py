@@ -18,15 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class ClientMessage:
+class ClientMessage(NamedTuple):
     """One message as an OpenAI-style client sends it."""
 
     role: str
     content: str
     name: str = ""
+    at: int = -1
+    """Its index in the request's `messages` (-1 when it does not come from a request)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ class Plan:
 
 
 def _same(role: str, content: str, message: ClientMessage) -> bool:
-    return role == message.role and content.strip() == message.content.strip()
+    return role == message.role and (
+        content == message.content or content.strip() == message.content.strip()
+    )
 
 
 def split_request(

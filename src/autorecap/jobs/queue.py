@@ -266,7 +266,17 @@ class JobQueue:
             raise JobError(f"no job {job_id}: `autorecap jobs list` shows the jobs")
         return _job(row)
 
-    def list(self, *, states: Iterable[str] = STATES, chat_id: str | None = None) -> list[Job]:
+    def list(
+        self,
+        *,
+        states: Iterable[str] = STATES,
+        chat_id: str | None = None,
+        chat_prefix: str | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Job]:
+        """Jobs in these states, oldest first (or newest first), of one chat or of the chats
+        whose id starts with `chat_prefix` (one API key's chats: `alice/`)."""
         wanted = tuple(states)
         marks = ",".join("?" * len(wanted))
         sql = f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks})"
@@ -274,7 +284,14 @@ class JobQueue:
         if chat_id is not None:
             sql += " AND chat_id = ?"
             params.append(chat_id)
-        rows = self.store.run(lambda db: db.execute(sql + " ORDER BY id", params).fetchall())
+        if chat_prefix:
+            sql += " AND substr(chat_id, 1, ?) = ?"
+            params.extend((len(chat_prefix), chat_prefix))
+        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self.store.run(lambda db: db.execute(sql, params).fetchall())
         return [_job(row) for row in rows]
 
     def last_id(self) -> int:
@@ -282,13 +299,18 @@ class JobQueue:
         row = self.store.run(lambda db: db.execute("SELECT MAX(id) FROM jobs").fetchone())
         return int(row[0] or 0)
 
-    def counts(self, chat_id: str | None = None) -> dict[str, int]:
-        """How many jobs are in each state."""
+    def counts(
+        self, chat_id: str | None = None, *, chat_prefix: str | None = None
+    ) -> dict[str, int]:
+        """How many jobs are in each state (of one chat, or of the chats under a prefix)."""
         sql = "SELECT state, COUNT(*) FROM jobs"
         params: tuple[Any, ...] = ()
         if chat_id is not None:
             sql += " WHERE chat_id = ?"
             params = (chat_id,)
+        elif chat_prefix:
+            sql += " WHERE substr(chat_id, 1, ?) = ?"
+            params = (len(chat_prefix), chat_prefix)
         rows = self.store.run(lambda db: db.execute(sql + " GROUP BY state", params).fetchall())
         found = dict.fromkeys(STATES, 0)
         found.update({state: count for state, count in rows})

@@ -16,24 +16,31 @@ the chat's data and the store are written by one thread at a time.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
-from autorecap.core.data import get_data, get_memory
+from autorecap.core import running
+from autorecap.core.data import NAMESPACE, get_data, get_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of
 from autorecap.core.scenes import scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
+from autorecap.jobs.snapshot import Snapshot
 from autorecap.llm.base import RecapBackend
 from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
 from autorecap.profiles import Profiles
 from autorecap.recaps import build_request, needs_recap, store_result
 from autorecap.settings import Settings
+from autorecap.store.migrations import UnknownChatError
 
 log = logging.getLogger("autorecap.jobs")
 
@@ -112,8 +119,10 @@ class Worker:
         concurrency: int = 1,
         idle_sleep: float = 0.2,
         chat_source: Callable[[str], Chat] | None = None,
-        lock: threading.RLock | None = None,
+        chat_lock: Callable[[str], ContextManager[Any]] | None = None,
+        settings_source: Callable[[Chat], Settings] | None = None,
         yield_to: Callable[[], bool] | None = None,
+        patience_s: float = 1.0,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -129,9 +138,13 @@ class Worker:
         # A server shares its in-memory chats (and their lock) with its worker: one object per
         # chat, so that neither overwrites the other's changes with an old copy.
         self.chat_source = chat_source
+        self.settings_source = settings_source
+        self._chat_lock = chat_lock
         self.yield_to = yield_to
-        """While it answers True (a request waits for the chat lock), take no new job."""
-        self._lock = lock if lock is not None else threading.RLock()
+        """While it answers True (requests are being answered), take no new job, for up to
+        `patience_s` at a time: recaps still progress under constant traffic."""
+        self.patience_s = patience_s
+        self._lock = threading.RLock()
         self.stop_event = threading.Event()
         self._running: set[int] = set()
         self._running_lock = threading.Lock()  # not the chat lock: LLM calls may hold that
@@ -182,8 +195,14 @@ class Worker:
 
     def _loop(self, until_empty: bool, chat_id: str | None) -> None:
         while not self.stop_event.is_set():
-            while self.yield_to is not None and self.yield_to() and not self.stop_event.is_set():
-                time.sleep(0.001)  # a request goes first: recaps are never on the reply path
+            waited_until = time.monotonic() + self.patience_s
+            while (
+                self.yield_to is not None
+                and self.yield_to()
+                and not self.stop_event.is_set()
+                and time.monotonic() < waited_until
+            ):
+                time.sleep(0.002)  # requests go first: recaps are never on the reply path
             job = self.queue.claim()
             if job is None:
                 if until_empty and self.queue.paused:
@@ -211,6 +230,10 @@ class Worker:
             return
         try:
             handler(self, job)
+        except UnknownChatError:
+            log.info("job %s (%s): its chat was deleted; nothing to do", job.id, job.label)
+            self.queue.complete(job)
+            return
         except AutorecapError as error:
             state = self.queue.fail(job, str(error))
             with self._lock:
@@ -230,11 +253,17 @@ class Worker:
 
     # --- chats and settings ----------------------------------------------------------------------
 
+    def chat_lock(self, chat_id: str) -> ContextManager[Any]:
+        """The lock that guards one chat's in-memory copy (the server's, when it shares its
+        chats; else the worker's own)."""
+        if self._chat_lock is not None:
+            return self._chat_lock(chat_id)
+        return self._lock
+
     def chat(self, chat_id: str) -> Chat:
         """The chat, loaded once and reloaded when another process changed the database."""
         if self.chat_source is not None:
-            with self._lock:
-                return self.chat_source(chat_id)
+            return self.chat_source(chat_id)
         with self._lock:
             version = (self.store.data_version(), self.store.structure_version)
             if version != self._data_version:
@@ -246,6 +275,8 @@ class Worker:
             return chat
 
     def settings_for(self, chat: Chat) -> Settings:
+        if self.settings_source is not None:
+            return self.settings_source(chat)
         with self._lock:
             found = self._settings.get(chat.id)
             if found is None:
@@ -274,7 +305,7 @@ def _message_recap(worker: Worker, job: Job) -> None:
     settings = worker.settings_for(chat)
     counter = get_counter(settings.tokenizer)
     backend = worker.backend(settings)
-    with worker._lock:
+    with worker.chat_lock(job.chat_id):
         index = _index_of(chat, job.target)
         if index is None:  # the message was deleted: nothing to do
             worker.queue.complete(job)
@@ -296,11 +327,11 @@ def _message_recap(worker: Worker, job: Job) -> None:
     try:
         result = backend.message_recap(request)  # no lock held: other jobs go on meanwhile
     except AutorecapError as error:
-        with worker._lock:
+        with worker.chat_lock(job.chat_id):
             store_result(message, error)
             worker.store.save(chat, changed=[message])
         raise
-    with worker._lock:
+    with worker.chat_lock(job.chat_id):
         # Another process may have changed the chat during the call: apply to a fresh copy.
         chat = worker.chat(job.chat_id)
         index = _index_of(chat, job.target)
@@ -318,23 +349,65 @@ def _message_recap(worker: Worker, job: Job) -> None:
         )
 
 
+def _on_chat(
+    worker: Worker,
+    job: Job,
+    backend: RecapBackend,
+    work: Callable[[Chat], list[str]],
+    among: Callable[[Chat], Sequence[Message]] = lambda chat: chat.messages,
+) -> tuple[Chat, list[Message], bool, list[str]]:
+    """Run `work(chat)` and return (live chat, messages changed, header changed, failures).
+
+    The offline engine is quick: it works on the live chat under its lock. An LLM may take
+    minutes: it works on a copy with no lock held, so that requests for the chat never wait
+    for it, and the changes are merged back under the lock (see `jobs.snapshot`). `among`:
+    the messages the offline work may change."""
+    chat = worker.chat(job.chat_id)
+    if backend.name == "offline":
+        with worker.chat_lock(job.chat_id):
+            before = [_scene_state(m) for m in chat.messages]
+            header_before = json.dumps(running.storage(chat), sort_keys=True, default=str)
+            failures = work(chat)
+            changed = [
+                m for m, was in zip(chat.messages, before, strict=False) if _scene_state(m) != was
+            ]
+            header = json.dumps(running.storage(chat), sort_keys=True, default=str) != header_before
+            return chat, changed, header, failures
+    with worker.chat_lock(job.chat_id):
+        snapshot = Snapshot(chat)
+    failures = work(snapshot.copy)
+    with worker.chat_lock(job.chat_id):
+        chat = worker.chat(job.chat_id)
+        changed, header = snapshot.merge(chat)
+        return chat, changed, header, failures
+
+
+def _scene_state(message: Message) -> str:
+    """What scene work changes on a message (the offline path compares it before and after):
+    its `scene_*` and `auto_scene_*` data."""
+    extra = message.get("extra")
+    value = extra.get(NAMESPACE) if isinstance(extra, dict) else None
+    if not isinstance(value, dict):
+        return ""
+    scene = {k: v for k, v in value.items() if k.startswith(("scene_", "auto_scene_"))}
+    return json.dumps(scene, sort_keys=True, default=str) if scene else ""
+
+
 def _detect_scenes(worker: Worker, job: Job) -> None:
     chat = worker.chat(job.chat_id)
     settings = worker.settings_for(chat)
     backend = worker.backend(settings)
-    with worker._lock:
-        before = {
-            id(m): (get_data(m, "scene_break"), get_data(m, "auto_scene_break_checked"))
-            for m in chat.messages
-        }
-        detect_scene_breaks(chat, backend, settings)
-        changed = [
-            m
-            for m in chat.messages
-            if before[id(m)]
-            != (get_data(m, "scene_break"), get_data(m, "auto_scene_break_checked"))
-        ]
-        worker.store.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
+
+    def work(target: Chat) -> list[str]:
+        detect_scene_breaks(target, backend, settings)
+        return []
+
+    chat, changed, _, _ = _on_chat(worker, job, backend, work)
+    with worker.chat_lock(job.chat_id):
+        # The breaks are saved first (the scene jobs name their messages by store id), and
+        # this job is done only after the jobs it leads to are queued: the queue never looks
+        # empty in between.
+        worker.store.save(chat, changed=changed)
         scene_jobs = [
             worker.queue.enqueue(
                 "scene_recap",
@@ -353,6 +426,7 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
             max_retries=settings.max_retries,
             depends_on=scene_jobs,
         )
+        worker.queue.complete(job)
 
 
 def _scene_recap(worker: Worker, job: Job) -> None:
@@ -360,18 +434,24 @@ def _scene_recap(worker: Worker, job: Job) -> None:
     settings = worker.settings_for(chat)
     counter = get_counter(settings.tokenizer)
     backend = worker.backend(settings)
-    with worker._lock:
+    with worker.chat_lock(job.chat_id):
         index = _index_of(chat, job.target)
         if index is None:
             worker.queue.complete(job)
             return
+
+    def work(target: Chat) -> list[str]:
         failures: list[str] = []
-        recap_scenes(chat, backend, settings, counter, failures=failures, only_end=index)
+        recap_scenes(target, backend, settings, counter, failures=failures, only_end=index)
+        return failures
+
+    chat, changed, _, failures = _on_chat(
+        worker, job, backend, work, among=lambda live: [live.messages[index]]
+    )
+    with worker.chat_lock(job.chat_id):
         if failures:
             raise AutorecapError(failures[0])
-        worker.store.save(
-            chat, changed=[chat.messages[index]], also=lambda db: worker.queue.finish(db, job)
-        )
+        worker.store.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
 
 
 def _running_recap(worker: Worker, job: Job) -> None:
@@ -379,11 +459,15 @@ def _running_recap(worker: Worker, job: Job) -> None:
     settings = worker.settings_for(chat)
     counter = get_counter(settings.tokenizer)
     backend = worker.backend(settings)
-    with worker._lock:
+
+    def work(target: Chat) -> list[str]:
         failures: list[str] = []
-        update_running_recap(
-            chat, backend, settings, counter, now_ms=int(time.time() * 1000), failures=failures
-        )
+        now_ms = int(time.time() * 1000)
+        update_running_recap(target, backend, settings, counter, now_ms=now_ms, failures=failures)
+        return failures
+
+    chat, _, _, failures = _on_chat(worker, job, backend, work, among=lambda live: [])
+    with worker.chat_lock(job.chat_id):
         if failures:  # keep the versions made so far; the job is retried for the rest
             worker.store.save(chat, header=True)
             raise AutorecapError(failures[0])
@@ -398,13 +482,29 @@ _HANDLERS: dict[str, Callable[[Worker, Job], None]] = {
 }
 
 
+_POSITIONS: weakref.WeakKeyDictionary[Chat, tuple[int, dict[int, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _index_of(chat: Chat, message_id: int | None) -> int | None:
+    """The index of the message with this store id (a map per chat, rebuilt when the message
+    list changed or a message got its id since)."""
     if message_id is None:
         return None
-    for index, message in enumerate(chat.messages):
-        if message.id == message_id:
+    version = chat.messages.version
+    cached = _POSITIONS.get(chat)
+    if cached is not None and cached[0] == version:
+        index = cached[1].get(message_id)
+        if (
+            index is not None
+            and index < len(chat.messages)
+            and chat.messages[index].id == message_id
+        ):
             return index
-    return None
+    positions = {m.id: i for i, m in enumerate(chat.messages) if m.id is not None}
+    _POSITIONS[chat] = (version, positions)
+    return positions.get(message_id)
 
 
 def _input_hash(message: Message, backend_name: str, settings: Settings) -> str:

@@ -77,6 +77,10 @@ class KeyRing:
             raise AccessError("the keys file has no keys: add lines such as `alice: sk-...`")
         self._by_digest = {_digest(key): name for key, name in keys.items()}
 
+    def __len__(self) -> int:
+        """How many keys the file holds."""
+        return len(self._by_digest)
+
     @classmethod
     def from_file(cls, path: Path) -> KeyRing:
         try:
@@ -94,10 +98,11 @@ class KeyRing:
             else:
                 key = line
                 name = "key-" + _digest(key)[:10]
-            if not _NAME.match(name):
+            # The name is a folder under users/: "." or ".." would be another owner's files.
+            if not _NAME.match(name) or name.startswith("."):
                 raise AccessError(
                     f"{path}, line {number}: the name {name!r} may use only letters, digits, "
-                    "'_', '.' and '-' (at most 64)"
+                    "'_', '.' and '-' (at most 64), and may not start with '.'"
                 )
             if len(key) < 8:
                 raise AccessError(f"{path}, line {number}: a key must be at least 8 characters")

@@ -8,7 +8,7 @@ share one in-memory copy of each chat.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
@@ -29,18 +29,10 @@ Registry = Annotated[ChatRegistry, Depends(_registry)]
 def api_router() -> APIRouter:
     router = APIRouter(prefix="/api", tags=["memory"])
 
-    @router.get("/chats")
-    def list_chats(scope: Owner, registry: Registry) -> dict[str, Any]:
-        """The chats this key owns."""
-        chats = []
-        for info in registry.store.list_chats():
-            external = scope.external(info.id)
-            if external is not None:
-                chats.append({"id": external, "messages": info.messages})
-        return {"chats": chats}
-
-    from autorecap.server import api_admin, api_chats
+    from autorecap.server import api_admin, api_chats, api_memory, api_scenes
 
     router.include_router(api_chats.router)
+    router.include_router(api_scenes.router)
+    router.include_router(api_memory.router)
     router.include_router(api_admin.router)
     return router

@@ -13,31 +13,39 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+import orjson
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
-from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
 from autorecap.llm.openai_compat import OpenAICompatBackend, make_backend
 from autorecap.server.access import KeyRing, request_scope
 from autorecap.server.api import api_router
+from autorecap.server.api_errors import http_error_response, validation_error_response
 from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
 from autorecap.server.responses import error_response
+from autorecap.server.web import web_router
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
 log = logging.getLogger("autorecap.server")
+T = TypeVar("T")
+SWITCH_INTERVAL_S = 0.0005
 _HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "content-encoding"}
 
 
@@ -52,6 +60,8 @@ class ServerConfig:
     context_size: int | None = None
     worker: bool = True
     timeout_s: float = 600.0
+    durable: bool = False
+    """fsync every commit (SQLite synchronous=FULL) instead of at checkpoints."""
     keys_file: Path | None = None
     """With a keys file, every request needs a key and each key sees only its own chats."""
 
@@ -65,7 +75,9 @@ def create_app(config: ServerConfig) -> FastAPI:
             "http://127.0.0.1:8080/v1"
         )
     keyring = KeyRing.from_file(config.keys_file) if config.keys_file is not None else None
-    store = SQLiteStore(config.db)
+    # WAL with synchronous=NORMAL by default: a crash of autorecap loses nothing committed,
+    # a power cut may lose the last commits, which the client sends again anyway.
+    store = SQLiteStore(config.db, synchronous="FULL" if config.durable else "NORMAL")
     queue = JobQueue(store)
     registry = ChatRegistry(
         store, queue, context_size=config.context_size, keys_on=keyring is not None
@@ -84,6 +96,10 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The event loop gives up the GIL at every socket call; with the recap worker busy it
+        # would wait up to 5 ms (Python's default switch interval) to get it back, per call.
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         state["client"] = httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=10),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
@@ -91,14 +107,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         worker = None
         thread = None
         if config.worker:
-            worker = Worker(
-                queue,
-                backend_for,
-                chat_source=registry.chat,
-                lock=registry.lock,
-                idle_sleep=0.5,
-                yield_to=registry.requests_waiting,
-            )
+            worker = registry.worker(backend_for, idle_sleep=0.5)
             thread = threading.Thread(
                 target=worker.run,
                 kwargs={"until_empty": False},
@@ -113,7 +122,9 @@ def create_app(config: ServerConfig) -> FastAPI:
                 worker.stop()
                 thread.join(timeout=30)
             await state["client"].aclose()
+            registry.close()
             store.close()
+            sys.setswitchinterval(switch_interval)
 
     app = FastAPI(title="autorecap memory proxy", lifespan=lifespan)
     app.state.registry = registry
@@ -123,9 +134,24 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.exception_handler(AutorecapError)
     async def autorecap_error(request: Request, error: AutorecapError) -> JSONResponse:
-        return error_response(error.http_status, str(error))
+        return error_response(error.http_status, str(error), getattr(error, "field", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        return validation_error_response(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return http_error_response(request, error)
 
     app.include_router(api_router())
+    app.include_router(web_router())
+
+    def masked(content: bytes) -> bytes:
+        """An upstream body with the server's upstream key blanked out: an upstream that
+        refuses a key quotes it in its error, and no client may see the server's key."""
+        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        return content.replace(key.encode("utf-8"), b"***") if key else content
 
     def upstream_headers(request: Request) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -137,9 +163,24 @@ def create_app(config: ServerConfig) -> FastAPI:
             headers["Authorization"] = request.headers["authorization"]
         return headers
 
+    async def in_chat(chat_id: str, work: Callable[[], T]) -> T:
+        """Run `work` with the chat's lock: at once when it is free (no thread hop), else on a
+        worker thread, so that the event loop never waits for a recap job's save."""
+        lock = registry.chat_lock(chat_id)
+        if lock.acquire(blocking=False):
+            try:
+                return work()
+            finally:
+                lock.release()
+        return await run_in_threadpool(work)
+
     async def chat_completions(request: Request, chat_id: str | None) -> Response:
+        with registry.answering():
+            return await answer(request, chat_id)
+
+    async def answer(request: Request, chat_id: str | None) -> Response:
         try:
-            body = await request.json()
+            body = _loads(await request.body())
         except ValueError:
             return _error(400, "the request body is not JSON")
         if not isinstance(body, dict):
@@ -150,26 +191,52 @@ def create_app(config: ServerConfig) -> FastAPI:
             chosen = (
                 chat_id or _header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
             )
-            turn = registry.begin(scope.internal(chosen), body)
+            internal = scope.internal(chosen)
+            turn = await in_chat(internal, lambda: registry.begin(internal, body, incoming))
         except AutorecapError as error:
             return _error(error.http_status, str(error))
         outgoing = dict(body)
         outgoing["messages"] = turn.messages
+        content = _dumps(outgoing)
+        chat_header = {"X-Autorecap-Chat": quote(chosen, safe=_SAFE)}
+
+        def done(answer: bytes | None, streamed: bool) -> None:
+            if answer is None:
+                registry.settle_later(turn)
+                return
+            registry.record(turn, _streamed_text(answer) if streamed else _reply_text(answer))
+            registry.settle_later(turn)
+
+        return await forward(
+            request, "chat/completions", content, bool(body.get("stream")), chat_header, done
+        )
+
+    async def forward(
+        request: Request,
+        path: str,
+        content: bytes,
+        stream: bool,
+        extra_headers: dict[str, str],
+        done: Callable[[bytes | None, bool], None],
+    ) -> Response:
+        """Send `content` upstream and relay the answer: streamed chunk by chunk as it
+        arrives, bytes unchanged; errors with their status and body. `done(answer, streamed)`
+        gets the whole answer, or None when there was none (an error, a client that left)."""
         client: httpx.AsyncClient = state["client"]
-        url = f"{upstream}/chat/completions"
+        url = f"{upstream}/{path}"
         headers = upstream_headers(request)
-        if body.get("stream"):
-            upstream_request = client.build_request("POST", url, json=outgoing, headers=headers)
+        if stream:
+            upstream_request = client.build_request("POST", url, content=content, headers=headers)
             try:
                 response = await client.send(upstream_request, stream=True)
             except httpx.HTTPError as error:
-                return _error(
-                    502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})"
-                )
+                done(None, True)
+                return _unreachable(error)
             if response.status_code >= 400:
-                content = await response.aread()
+                failed = await response.aread()
                 await response.aclose()
-                return Response(content, response.status_code, media_type=_media(response))
+                done(None, True)
+                return Response(masked(failed), response.status_code, media_type=_media(response))
 
             async def relay() -> AsyncIterator[bytes]:
                 pieces: list[bytes] = []
@@ -183,31 +250,64 @@ def create_app(config: ServerConfig) -> FastAPI:
                     # A client that went away cancels this generator: closing the upstream
                     # response drops its connection, which stops the generation there.
                     await response.aclose()
-                    body = b"".join(pieces)
+                    streamed = b"".join(pieces)
                     # A client may hang up at [DONE] before the body ends: the reply is whole.
-                    whole = completed or b"[DONE]" in body or _FINISHED.search(body) is not None
-                    registry.finish(turn, _streamed_text(body) if whole else "")
+                    whole = completed or b"[DONE]" in streamed or _FINISHED.search(streamed)
+                    done(streamed if whole else None, True)
 
             return StreamingResponse(
                 relay(),
                 status_code=response.status_code,
                 media_type=_media(response),
-                headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
+                headers=extra_headers,
             )
         try:
-            response = await client.post(url, json=outgoing, headers=headers)
+            response = await client.post(url, content=content, headers=headers)
         except httpx.HTTPError as error:
-            return _error(
-                502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})"
-            )
-        if response.status_code < 400:
-            registry.finish(turn, _reply_text(response.content))
+            done(None, False)
+            return _unreachable(error)
+        done(response.content if response.status_code < 400 else None, False)
         return Response(
-            response.content,
+            masked(response.content),
             response.status_code,
             media_type=_media(response),
-            headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
+            headers=extra_headers,
         )
+
+    async def text_completions(request: Request, chat_id: str | None) -> Response:
+        """A text completion: the prompt is one string, so there is no history to reconcile;
+        when the request names a stored chat (path or header), that chat's memory goes at the
+        top of the prompt, unless the prompt already carries it."""
+        with registry.answering():
+            raw = await request.body()
+            try:
+                scope = request_scope(request)
+                body = _loads(raw)
+            except AutorecapError as error:
+                return _error(error.http_status, str(error))
+            except ValueError:
+                return _error(400, "the request body is not JSON")
+            if not isinstance(body, dict):
+                return _error(400, "the request body must be a JSON object")
+            named = chat_id or _header_text(request.headers.get(HEADER_CHAT))
+            extra: dict[str, str] = {}
+            prompt = body.get("prompt")
+            if named and isinstance(prompt, str):
+                try:
+                    internal = scope.internal(named)
+                except AutorecapError as error:
+                    return _error(error.http_status, str(error))
+                if registry.known(internal):
+                    memory = await in_chat(internal, lambda: registry.memory_text(internal))
+                    if memory.strip() and memory.strip() not in prompt:
+                        raw = _dumps({**body, "prompt": f"{memory}\n{prompt}"})
+                    extra["X-Autorecap-Chat"] = quote(named, safe=_SAFE)
+            return await forward(
+                request, "completions", raw, bool(body.get("stream")), extra, lambda *_: None
+            )
+
+    def _unreachable(error: httpx.HTTPError) -> JSONResponse:
+        return _error(502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})")
 
     async def passthrough(request: Request, path: str) -> Response:
         try:
@@ -227,7 +327,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             return _error(
                 502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})"
             )
-        return Response(response.content, response.status_code, media_type=_media(response))
+        return Response(masked(response.content), response.status_code, media_type=_media(response))
 
     @app.post("/v1/chat/completions")
     async def chat_default(request: Request) -> Response:
@@ -239,11 +339,11 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions_default(request: Request) -> Response:
-        return await passthrough(request, "completions")
+        return await text_completions(request, None)
 
     @app.post("/c/{chat_id}/v1/completions")
     async def completions_named(chat_id: str, request: Request) -> Response:
-        return await passthrough(request, "completions")
+        return await text_completions(request, chat_id)
 
     @app.get("/v1/models")
     async def models_default(request: Request) -> Response:
@@ -254,6 +354,22 @@ def create_app(config: ServerConfig) -> FastAPI:
         return await passthrough(request, "models")
 
     return app
+
+
+def _loads(raw: bytes) -> Any:
+    """JSON in: orjson, or the standard library for what orjson refuses (lone surrogates)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON out, the same way round (orjson refuses lone surrogates and huge integers)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
 
 
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,14 +22,17 @@ from autorecap.core.reconcile import ClientMessage, Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
-from autorecap.jobs.runner import enqueue_pipeline
+from autorecap.jobs.runner import Worker, enqueue_pipeline
+from autorecap.llm.base import RecapBackend
 from autorecap.paths import autorecap_home
 from autorecap.profiles import SETTINGS_FILE, Profiles
 from autorecap.server.access import owner_of
 from autorecap.session import Session
+from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
+log = logging.getLogger("autorecap.server")
 
 
 class ProxyError(AutorecapError):
@@ -51,17 +56,24 @@ def client_messages(body: dict[str, Any]) -> list[ClientMessage]:
     if not isinstance(raw, list) or not raw:
         raise ProxyError("the request has no `messages` list: send an OpenAI chat completion")
     found: list[ClientMessage] = []
-    for item in raw:
+    for at, item in enumerate(raw):
         if not isinstance(item, dict):
             raise ProxyError("every entry of `messages` must be an object with role and content")
         content = item.get("content")
+        role = item.get("role")
+        if type(content) is str and type(role) is str and "name" not in item:  # the usual case
+            found.append(ClientMessage(role, content, "", at))
+            continue
         if isinstance(content, list):  # [{"type": "text", "text": ...}, {"type": "image_url"}]
             content = "\n".join(
-                str(part.get("text", "")) for part in content if isinstance(part, dict)
+                str(part["text"]) for part in content if isinstance(part, dict) and "text" in part
             )
         found.append(
             ClientMessage(
-                str(item.get("role", "user")), str(content or ""), str(item.get("name") or "")
+                str(item.get("role", "user")),
+                str(content or ""),
+                str(item.get("name") or ""),
+                at,
             )
         )
     return found
@@ -78,10 +90,18 @@ class Turn:
     injected: list[str] = field(default_factory=list)
     touched: list[Message] = field(default_factory=list)
     """Messages this turn added or changed: the ones that need (new) recaps."""
+    recorded: Message | None = None
+    """The reply, once recorded."""
 
 
 class ChatRegistry:
-    """The proxy's chats: loaded once, kept in memory, saved on every change."""
+    """The proxy's chats: loaded once, kept in memory, one lock per chat.
+
+    A turn changes the in-memory chat on the reply path (`begin`, then `record`) and saves it
+    afterwards (`settle`, on the saver thread): the client holds the whole history and sends it
+    again with its next request, so nothing it sent can be lost while a save is pending. The
+    API changes chats with `edit()`, which saves on the way out.
+    """
 
     def __init__(
         self,
@@ -97,45 +117,64 @@ class ChatRegistry:
         self.queue = queue
         self.profiles = profiles or Profiles()
         self.keys_on = keys_on
-        self._owner_profiles: dict[str, Profiles] = {"": self.profiles}
         self.context_size = context_size
         self.queue_recaps = queue_recaps
-        self.lock = threading.RLock()
-        self._waiting = 0
-        self._waiting_lock = threading.Lock()
+        self._owner_profiles: dict[str, Profiles] = {"": self.profiles}
+        self._guard = threading.Lock()  # the dictionaries below, never held for long
+        self._locks: dict[str, threading.RLock] = {}
         self._sessions: dict[str, Session] = {}
         self._dirty: dict[str, dict[int, Message]] = {}
         self._header_dirty: dict[str, bool] = {}
         self._saved_version: dict[str, int] = {}
+        self._in_flight = 0
+        self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
 
     # --- the chats ---------------------------------------------------------------------------
 
     def profiles_for(self, owner: str) -> Profiles:
         """An owner's settings file: the installation's own when access control is off, else
         `$AUTORECAP_HOME/users/<owner>/settings.json`, so no key changes another's settings."""
-        with self.lock:
+        with self._guard:
             found = self._owner_profiles.get(owner)
             if found is None:
                 found = Profiles(autorecap_home() / "users" / owner / SETTINGS_FILE)
                 self._owner_profiles[owner] = found
             return found
 
-    def chat(self, chat_id: str) -> Chat:
-        """The in-memory chat (shared with the worker)."""
-        return self.session(chat_id).chat
+    def chat_lock(self, chat_id: str) -> threading.RLock:
+        """The lock of one chat: held by a request, an API call or a recap job while it reads
+        or changes that chat. Other chats are not held up."""
+        with self._guard:
+            lock = self._locks.get(chat_id)
+            if lock is None:
+                lock = self._locks[chat_id] = threading.RLock()
+            return lock
 
-    def session(self, chat_id: str) -> Session:
-        with self.lock:
+    def chat(self, chat_id: str) -> Chat:
+        """The in-memory chat (shared with the worker). A chat that is not stored (deleted
+        meanwhile) is an `UnknownChatError`, never created again."""
+        return self.session(chat_id, create=False).chat
+
+    def settings_of(self, chat: Chat) -> Settings:
+        """The settings a chat runs with (its owner's profiles)."""
+        return self.session(chat.id, create=False).settings
+
+    def session(self, chat_id: str, *, create: bool = True) -> Session:
+        """The chat's session, loaded once; a chat seen for the first time is created (only
+        the proxy's requests do that: `create=False` for everyone else)."""
+        session = self._sessions.get(chat_id)
+        if session is not None:
+            return session
+        with self.chat_lock(chat_id):
             session = self._sessions.get(chat_id)
             if session is not None:
                 return session
             if not self.store.has_chat(chat_id):
+                if not create:
+                    raise self.store._unknown(chat_id)
                 self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
             chat = self.store.load_chat(chat_id)
             dirty: dict[int, Message] = {}
-            self._dirty[chat_id] = dirty
-            self._header_dirty[chat_id] = True
-            self._saved_version[chat_id] = -1
 
             def remember(message: Message | None) -> None:
                 if message is not None:
@@ -146,14 +185,20 @@ class ChatRegistry:
             chat.listeners.append(remember)
             owner = owner_of(chat_id, self.keys_on)
             session = Session(chat, profiles=self.profiles_for(owner))
-            self._sessions[chat_id] = session
+            with self._guard:
+                self._dirty[chat_id] = dirty
+                self._header_dirty[chat_id] = True
+                self._saved_version[chat_id] = -1
+                self._sessions[chat_id] = session
             self._save(chat_id)
             return session
 
     def _save(self, chat_id: str) -> None:
-        """Write what changed: the changed messages' rows, the header when it changed, the
-        message list when messages were added or removed."""
-        session = self._sessions[chat_id]
+        """Write what changed (the chat's lock held): the changed messages' rows, the header
+        when it changed, the message list when messages were added or removed."""
+        session = self._sessions.get(chat_id)
+        if session is None:  # dropped meanwhile
+            return
         dirty = self._dirty[chat_id]
         version = session.chat.messages.version
         structure = version != self._saved_version[chat_id]
@@ -168,15 +213,18 @@ class ChatRegistry:
 
     # --- a turn ------------------------------------------------------------------------------
 
-    def begin(self, chat_id: str, body: dict[str, Any]) -> Turn:
+    def begin(
+        self, chat_id: str, body: dict[str, Any], incoming: list[ClientMessage] | None = None
+    ) -> Turn:
         """Reconcile the request with the chat (firing the seeds' events) and build what goes
-        upstream: hidden messages dropped, the memory placed, unless the client carries it."""
-        incoming = client_messages(body)
-        with self.request_lock():
+        upstream: hidden messages dropped, the memory placed, unless the client carries it.
+        Nothing is saved here (see `settle`)."""
+        incoming = incoming if incoming is not None else client_messages(body)
+        with self.chat_lock(chat_id):
             session = self.session(chat_id)
             chat = session.chat
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
-            stored = [(_role(m), m.text) for m in chat.messages]
+            stored = [_role_and_text(m) for m in chat.messages]
             result = plan(stored, incoming, injected=injected, generating=True)
             last = len(result.ops) - 1
             touched: list[Message] = []
@@ -189,9 +237,7 @@ class ChatRegistry:
                     touched.append(chat.messages[op.index])
             if result.ops:
                 session.refresh()
-            self._save(chat_id)
-            outgoing = self._outgoing(session, result)
-            # Recap jobs are queued when the reply is recorded (`finish`), off the reply path.
+            outgoing = self._outgoing(session, result, body["messages"])
             return Turn(chat_id, outgoing, result.regenerate, result, injected, touched)
 
     def _apply(
@@ -224,62 +270,120 @@ class ChatRegistry:
                 )
                 session.chat.notify_change(session.chat.messages[-1])
 
-    def _outgoing(self, session: Session, result: Plan) -> list[dict[str, Any]]:
-        chat = session.chat
+    def _outgoing(
+        self, session: Session, result: Plan, sent: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The request's own messages (all their fields kept), hidden ones left out, with the
+        memory placed among them."""
+        hidden = {i for i, m in enumerate(session.chat.messages) if m.get("is_system")}
         history = [
             HistoryItem(
                 message.role,
                 message.content,
                 message.name,
-                hidden=index < len(chat.messages) and chat.messages[index].is_hidden,
-                index=index,
+                index in hidden,
+                index,
+                source=sent[message.at] if message.at >= 0 else None,
             )
             for index, message in enumerate(result.history)
         ]
-        system = [{"role": m.role, "content": m.content} for m in result.system]
+        system = [
+            sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content}
+            for m in result.system
+        ]
         # When the client already carries our memory, nothing is injected a second time.
         slots = ExtensionPrompts() if result.carries_injection else session.slots
         built = assemble_chat(
-            system, history, slots, session.counter, context_size=self.context_size
+            system, history, slots, session.counter, context_size=self.context_size, count=False
         )
         return built.messages
 
-    def finish(self, turn: Turn, reply: str) -> None:
-        """Record the answer: a new message, or a new swipe of the regenerated one."""
-        with self.request_lock():
-            if not reply:
-                if self.queue_recaps and turn.plan.ops:
-                    session = self.session(turn.chat_id)
-                    enqueue_pipeline(self.queue, session.chat, session.settings, turn.touched)
-                return
-            session = self.session(turn.chat_id)
+    def record(self, turn: Turn, reply: str) -> None:
+        """Put the answer into the in-memory chat: a new message, or a new swipe of the
+        regenerated one (nothing when the reply did not arrive whole)."""
+        if not reply:
+            return
+        with self.chat_lock(turn.chat_id):
+            session = self.session(turn.chat_id, create=False)
             if turn.regenerate is not None and turn.regenerate < len(session.chat.messages):
-                recorded = session.swipe(turn.regenerate, text=reply)
+                turn.recorded = session.swipe(turn.regenerate, text=reply)
             else:
-                recorded = session.receive(reply)
+                turn.recorded = session.receive(reply)
             session.refresh()
+
+    def settle(self, turn: Turn) -> None:
+        """Save the turn's changes and queue recap jobs for the messages it added or changed."""
+        with self.chat_lock(turn.chat_id):
             self._save(turn.chat_id)
-            if self.queue_recaps:
-                enqueue_pipeline(
-                    self.queue, session.chat, session.settings, [*turn.touched, recorded]
-                )
+            session = self._sessions.get(turn.chat_id)
+            touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
+            if session is None or not self.queue_recaps or not touched:
+                return
+            enqueue_pipeline(self.queue, session.chat, session.settings, touched)
+
+    def settle_later(self, turn: Turn) -> None:
+        """`settle` on the saver thread, off the reply path; saves stay in order."""
+        future = self._saver.submit(self.settle, turn)
+        future.add_done_callback(_log_failure)
+
+    def finish(self, turn: Turn, reply: str) -> None:
+        """`record` and `settle` at once."""
+        self.record(turn, reply)
+        self.settle(turn)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until the saves queued so far are done."""
+        self._saver.submit(lambda: None).result(timeout)
+
+    def close(self) -> None:
+        """Wait for pending saves."""
+        self._saver.shutdown(wait=True)
+
+    def worker(self, backend_for: Callable[[Settings], RecapBackend], **options: Any) -> Worker:
+        """A recap worker on these chats: it shares their in-memory copies, their locks and
+        their owners' settings, and holds back while requests are being answered."""
+        return Worker(
+            self.queue,
+            backend_for,
+            chat_source=self.chat,
+            chat_lock=self.chat_lock,
+            settings_source=self.settings_of,
+            yield_to=self.busy,
+            **options,
+        )
+
+    def known(self, chat_id: str) -> bool:
+        """True for a chat in memory or in the store."""
+        return chat_id in self._sessions or self.store.has_chat(chat_id)
+
+    def memory_text(self, chat_id: str) -> str:
+        """The chat's memory as text (its injected slots, refreshed), for prompts that are one
+        string: the running recap, then the short-term recaps when they are on."""
+        with self.chat_lock(chat_id):
+            session = self.session(chat_id, create=False)
+            session.refresh()
+            parts = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
+            return "\n".join(part for part in parts if part and part.strip())
+
+    # --- traffic ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def request_lock(self) -> Iterator[None]:
-        """The chat lock, taken for a request: the worker lets requests go first."""
-        with self._waiting_lock:
-            self._waiting += 1
-        with self.lock:
-            with self._waiting_lock:
-                self._waiting -= 1
+    def answering(self) -> Iterator[None]:
+        """Count a request as in flight while it is being answered (the worker holds back)."""
+        with self._guard:
+            self._in_flight += 1
+        try:
             yield
+        finally:
+            with self._guard:
+                self._in_flight -= 1
 
-    def requests_waiting(self) -> bool:
-        """True while a request waits for (or holds) the chat lock."""
-        return self._waiting > 0
+    def busy(self) -> bool:
+        """True while requests are being answered."""
+        return self._in_flight > 0
 
     def sessions(self) -> list[str]:
-        with self.lock:
+        with self._guard:
             return sorted(self._sessions)
 
     # --- for the REST API ----------------------------------------------------------------------
@@ -289,10 +393,8 @@ class ChatRegistry:
         """The chat's session, with its lock held; whatever changed is saved on the way out.
         `chat_id` is the store's id (`Scope.internal`). An unknown chat is an error, not a new
         chat: only the proxy creates chats on first sight."""
-        with self.request_lock():
-            if chat_id not in self._sessions and not self.store.has_chat(chat_id):
-                raise self.store._unknown(chat_id)
-            session = self.session(chat_id)
+        with self.chat_lock(chat_id):
+            session = self.session(chat_id, create=False)
             try:
                 yield session
             finally:
@@ -300,13 +402,27 @@ class ChatRegistry:
 
     def drop(self, chat_id: str) -> None:
         """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""
-        with self.lock:
+        with self.chat_lock(chat_id), self._guard:
             session = self._sessions.pop(chat_id, None)
             self._dirty.pop(chat_id, None)
             self._header_dirty.pop(chat_id, None)
             self._saved_version.pop(chat_id, None)
         if session is not None:
             session.chat.listeners.clear()
+
+
+def _log_failure(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        log.error("saving a chat failed: %s", error)
+
+
+def _role_and_text(message: Message) -> tuple[str, str]:
+    text = message.get("mes")
+    text = text if isinstance(text, str) else message.text
+    if message.get("is_user"):
+        return "user", text
+    return _role(message), text
 
 
 def _role(message: Message) -> str:

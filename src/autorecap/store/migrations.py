@@ -17,6 +17,12 @@ class StoreError(AutorecapError):
     """The store cannot do what was asked (unknown chat, id taken, newer schema, I/O)."""
 
 
+class UnknownChatError(StoreError):
+    """No stored chat has this id."""
+
+    http_status = 404
+
+
 @dataclass(frozen=True)
 class Migration:
     number: int
@@ -114,9 +120,15 @@ def _m002_jobs(db: sqlite3.Connection) -> None:
     )
 
 
+def _m003_job_lookup(db: sqlite3.Connection) -> None:
+    # Queuing a job first looks for the same job waiting; a chat's jobs are listed and counted.
+    _run(db, "CREATE INDEX jobs_by_chat ON jobs (chat_id, kind, target, state);")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", _m001_initial),
     Migration(2, "jobs", _m002_jobs),
+    Migration(3, "job lookup index", _m003_job_lookup),
 )
 """Every migration, in order. The schema version of a database is its last applied number."""
 

@@ -25,7 +25,7 @@ from autorecap.stfiles.jsonl import (
     serialize_chat,
 )
 from autorecap.store.base import ChatInfo, ChatStore
-from autorecap.store.migrations import StoreError, apply_migrations
+from autorecap.store.migrations import StoreError, UnknownChatError, apply_migrations
 
 DB_FILE = "autorecap.db"
 
@@ -336,7 +336,7 @@ class SQLiteStore(ChatStore):
         )
 
     def _unknown(self, chat_id: str) -> StoreError:
-        return StoreError(
+        return UnknownChatError(
             f"no stored chat with id {chat_id!r}: `autorecap chats` lists the stored chats, "
             "`autorecap import FILE` stores one"
         )

@@ -1,0 +1,152 @@
+"""Memory switches and the prompt preview: the REST API's routes under
+`/api/chats/{chat}/memory` and `/api/chats/{chat}/preview` (docs/API.md)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from autorecap.core.names import character_name_of, user_name_of
+from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_text, history_from_chat
+from autorecap.core.slots import Position, Role
+from autorecap.server.api import Owner, Registry
+from autorecap.server.api_views import open_chat
+from autorecap.session import Session
+
+router = APIRouter()
+
+
+# --- memory switches -----------------------------------------------------------------------------
+
+
+def _memory_json(session: Session) -> dict[str, Any]:
+    settings = session.settings
+    return {
+        "enabled": session.enabled,
+        "chat": settings.chats_enabled.get(session.chat.id),
+        "global": {
+            "use_global_toggle_state": settings.use_global_toggle_state,
+            "global_toggle_state": settings.global_toggle_state,
+        },
+    }
+
+
+@router.get("/chats/{chat}/memory")
+def get_memory_switch(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
+    """Whether memory is on for this chat, and why (its own switch, the global one)."""
+    with open_chat(scope, registry, chat) as session:
+        session.reload_settings()
+        return _memory_json(session)
+
+
+class MemorySwitch(BaseModel):
+    """The chat's own switch; null removes it (the chat follows the default)."""
+
+    model_config = ConfigDict(extra="forbid")
+    chat: bool | None
+
+
+@router.patch("/chats/{chat}/memory")
+def patch_memory_switch(
+    chat: str, body: MemorySwitch, scope: Owner, registry: Registry
+) -> dict[str, Any]:
+    """Turn memory on or off for this chat (null: follow the default)."""
+    with open_chat(scope, registry, chat) as session:
+        session.set_enabled(body.chat)
+        return _memory_json(session)
+
+
+# --- the prompt preview --------------------------------------------------------------------------
+
+
+@router.get("/chats/{chat}/preview")
+def preview(
+    chat: str,
+    scope: Owner,
+    registry: Registry,
+    format: Annotated[
+        Literal["messages", "text"], Query(description="Chat or text completion.")
+    ] = "messages",
+    context_size: Annotated[
+        int | None, Query(ge=1, description="Tokens (default: the server's, else the setting).")
+    ] = None,
+) -> dict[str, Any]:
+    """What would go upstream for this chat now, after a refresh, with its settings (the
+    history and the memory; the client's own system prompt is not known here)."""
+    with open_chat(scope, registry, chat) as session:
+        session.reload_settings()  # refreshes too
+        loaded = session.chat
+        size = context_size or registry.context_size or session.settings.context_size
+        history = history_from_chat(loaded.messages, group=loaded.is_group and format == "messages")
+        if format == "messages":
+            result = assemble_chat("", history, session.slots, session.counter, context_size=size)
+        else:
+            result = assemble_text(
+                "",
+                history,
+                session.slots,
+                session.counter,
+                user_name=user_name_of(loaded),
+                char_name=character_name_of(loaded),
+                context_size=size,
+            )
+        placed = set(result.injected)
+        injections = [
+            {
+                "key": key,
+                "text": slot.value,
+                "position": _name(Position, slot.position),
+                "depth": slot.depth,
+                "role": _name(Role, slot.role),
+            }
+            for key, slot in session.slots.items()
+            if key in placed
+        ]
+        answer: dict[str, Any] = {"format": format}
+        if format == "messages":
+            included = set(result.included)
+            kept = [item for item in history if item.index in included]
+            answer["messages"] = _mark_injected(result.messages, kept)
+        else:
+            answer["text"] = result.text
+        answer.update(
+            injections=injections,
+            hidden=result.hidden,
+            dropped=result.dropped,
+            tokens={
+                "total": result.tokens,
+                "injected": result.injected_tokens,
+                "history": result.history_tokens,
+                "context_size": size,
+            },
+            enabled=session.enabled,
+        )
+        return answer
+
+
+def _name(kind: type[IntEnum], value: int) -> str:
+    """`in_chat` for Position.IN_CHAT, `system` for Role.SYSTEM (the number if unknown)."""
+    try:
+        return kind(value).name.lower()
+    except ValueError:
+        return str(value)
+
+
+def _mark_injected(messages: list[dict[str, str]], kept: list[HistoryItem]) -> list[dict[str, Any]]:
+    """Mark which messages of a built prompt were injected: walking back from the end, the
+    history messages kept come in order; whatever else is there was placed by autorecap."""
+    marked: list[dict[str, Any]] = []
+    pending = len(kept) - 1
+    for message in reversed(messages):
+        item = kept[pending] if pending >= 0 else None
+        is_history = (
+            item is not None and message["role"] == item.role and message["content"] == item.content
+        )
+        if is_history:
+            pending -= 1
+        marked.append({**message, "injected": not is_history})
+    marked.reverse()
+    return marked
