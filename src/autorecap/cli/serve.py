@@ -49,6 +49,14 @@ def serve(
             "one of these keys, and each key sees only its own chats, jobs and settings.",
         ),
     ] = None,
+    durable: Annotated[
+        bool,
+        typer.Option(
+            "--durable",
+            help="Make every save wait for the disk (SQLite synchronous=FULL); by default a "
+            "power cut may lose the last turns, which the frontend sends again anyway.",
+        ),
+    ] = False,
 ) -> None:
     """Run the memory proxy: point any OpenAI-compatible frontend's base URL at it."""
     import uvicorn
@@ -63,12 +71,14 @@ def serve(
             recap_backend=recap_backend.value,
             context_size=context_size,
             keys_file=keys_file,
+            durable=durable,
         )
     )
     err.print(
         f"autorecap proxy on http://{host}:{port}/v1 -> {upstream} "
         f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
     )
+    err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
     keyring = application.state.keyring
     if keyring is not None:
         err.print(

@@ -27,6 +27,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -126,7 +127,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             store.close()
             sys.setswitchinterval(switch_interval)
 
-    app = FastAPI(title="autorecap memory proxy", lifespan=lifespan)
+    # FastAPIOffline serves the /docs page's assets itself: no CDN, works offline.
+    app = FastAPIOffline(title="autorecap memory proxy", lifespan=lifespan)
     app.state.registry = registry
     app.state.queue = queue
     app.state.store = store
