@@ -1,0 +1,185 @@
+"""The memory flow in the chat view: an offline recap run from the UI, the running recap's
+versions, the prompt preview, the memory switch, and recap edits that persist."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import Proxy, chat_url, quote, wait_for_jobs
+
+
+def test_recap_from_the_ui_and_wait_for_the_queue(
+    page: Page, server: Proxy, api: httpx.Client, sample: str, shot: Callable[[Page, str], None]
+) -> None:
+    page.goto(chat_url(server, sample))
+    last = page.locator(".msg-row[data-index='198']")
+    expect(last.locator(".recap")).to_contain_text("No recap")
+
+    page.get_by_role("button", name="Recap chat").click()
+    # The queue drains in the UI: the header's indicator goes back to idle and the rows
+    # in view show their new recaps without a reload.
+    expect(page.locator(".chat-view[data-drained='1']")).to_be_attached(timeout=60_000)
+    expect(page.locator(".version").first).to_be_visible(timeout=60_000)
+    expect(page.locator("#jobs-indicator")).to_have_text("idle")
+    expect(last.locator(".recap")).to_have_class("recap status-included")
+    expect(page.locator("#chat-jobs")).to_have_text("No jobs waiting")
+    wait_for_jobs(api)
+
+    scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]
+    closed = [scene for scene in scenes if scene["break_index"] is not None]
+    assert closed, "the offline recap found scene breaks"
+    expect(page.locator(".scene-link")).to_have_count(len(scenes))
+    versions = api.get(f"/chats/{quote(sample)}/running").json()["versions"]
+    expect(page.locator(".version")).to_have_count(len(versions))
+    shot(page, "chat-view")
+
+
+def test_an_older_running_recap_version_changes_the_preview(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str, shot: Callable[[Page, str], None]
+) -> None:
+    running = api.get(f"/chats/{quote(recapped)}/running").json()
+    versions = running["versions"]
+    assert len(versions) >= 2
+    newest, oldest = versions[0], versions[-1]
+    assert running["selected"] == newest["version"]
+
+    page.goto(chat_url(server, recapped, "running"))
+    items = page.locator(".version")
+    expect(items).to_have_count(len(versions))
+    # Newest first, each with the scenes it covers.
+    expect(items.first.get_by_role("heading")).to_have_text(f"Version {newest['version']}")
+    expect(items.first).to_contain_text(f"Covers {len(newest['scenes'])} scenes")
+    expect(items.first).to_contain_text("injected")
+    shot(page, "running-recap")
+
+    page.get_by_role("tab", name="Prompt preview").click()
+    injected = page.locator(".pmsg.injected")
+    expect(injected).to_have_count(1)
+    newest_tail = newest["content"].strip().splitlines()[-1][:60]
+    expect(injected).to_contain_text(newest_tail)
+
+    page.get_by_role("tab", name="Running recap").click()
+    page.get_by_role("button", name=f"Use running recap version {oldest['version']}").click()
+    expect(
+        items.last.get_by_role("button", name=f"Use running recap version {oldest['version']}")
+    ).to_have_attribute("aria-pressed", "true")
+    assert api.get(f"/chats/{quote(recapped)}/running").json()["selected"] == oldest["version"]
+
+    page.get_by_role("tab", name="Prompt preview").click()
+    expect(injected).not_to_contain_text(newest_tail)
+    expect(injected).to_contain_text(oldest["content"].strip().splitlines()[0][:60])
+    expect(page.locator("#preview-hidden")).to_contain_text("hidden message")
+    expect(page.locator("#preview-meter")).to_be_visible()
+    shot(page, "preview")
+
+
+def test_memory_off_removes_the_injection(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    page.goto(chat_url(server, recapped, "preview"))
+    expect(page.locator(".pmsg.injected")).to_have_count(1)
+    expect(page.locator("#preview-memory")).to_have_text("Memory is on")
+
+    page.get_by_role("tab", name="Memory").click()
+    page.get_by_label("Off").check()
+    expect(page.locator("#memory-effective")).to_contain_text("Memory is off")
+    expect(page.locator("#memory-chip")).to_have_text("Memory off")
+    assert api.get(f"/chats/{quote(recapped)}/memory").json()["chat"] is False
+
+    page.get_by_role("tab", name="Prompt preview").click()
+    expect(page.locator("#preview-memory")).to_contain_text("Memory is off")
+    expect(page.locator(".pmsg.injected")).to_have_count(0)
+
+    page.get_by_role("tab", name="Memory").click()
+    page.get_by_label("Default").check()
+    page.get_by_role("tab", name="Prompt preview").click()
+    expect(page.locator(".pmsg.injected")).to_have_count(1)
+
+
+def test_an_edited_recap_survives_a_reload(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    page.goto(chat_url(server, recapped, message=150))
+    row = page.locator(".msg-row[data-index='150']")
+    row.get_by_role("button", name="Edit recap of message 150").click()
+    editor = row.get_by_role("textbox", name="Recap of message 150")
+    expect(editor).to_be_focused()
+    editor.fill("Mira hid the brass key under the chart table.")
+    editor.press("Enter")
+    expect(row.locator(".recap-text")).to_have_text("Mira hid the brass key under the chart table.")
+    expect(row.locator(".recap")).to_contain_text("edited")
+
+    page.reload()
+    row = page.locator(".msg-row[data-index='150']")
+    expect(row.locator(".recap-text")).to_have_text("Mira hid the brass key under the chart table.")
+    expect(row.locator(".recap")).to_contain_text("edited")
+    message = api.get(f"/chats/{quote(recapped)}/messages/150").json()
+    assert message["recap"] == "Mira hid the brass key under the chart table."
+    assert message["edited"] is True
+
+
+def test_escape_cancels_an_edit_and_exclude_toggles(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    page.goto(chat_url(server, recapped, message=190))
+    row = page.locator(".msg-row[data-index='190']")
+    before = row.locator(".recap-text").inner_text()
+    row.get_by_role("button", name="Edit recap of message 190").click()
+    row.get_by_role("textbox").fill("not kept")
+    row.get_by_role("textbox").press("Escape")
+    expect(row.get_by_role("textbox")).to_have_count(0)
+    expect(row.locator(".recap-text")).to_have_text(before)
+
+    exclude = row.get_by_role("button", name="Exclude message 190 from memory")
+    exclude.click()
+    expect(exclude).to_have_attribute("aria-pressed", "true")
+    expect(row.locator(".recap")).to_have_class("recap status-excluded")
+    assert api.get(f"/chats/{quote(recapped)}/messages/190").json()["exclude"] is True
+    row.get_by_role("button", name="Exclude message 190 from memory").click()
+    expect(row.locator(".recap")).to_have_class("recap status-included")
+
+
+def test_edit_and_delete_running_recap_versions_and_regenerate_a_recap(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    before = api.get(f"/chats/{quote(recapped)}/running").json()["versions"]
+    page.goto(chat_url(server, recapped, "running"))
+    items = page.locator(".version")
+    expect(items).to_have_count(len(before))
+    newest = before[0]["version"]
+    page.get_by_role("button", name=f"Edit running recap version {newest}").click()
+    editor = page.get_by_role("textbox", name=f"Edit running recap version {newest}")
+    expect(editor).to_be_focused()
+    editor.fill("The crew of the Kestrel reached Aster Hollow and came home.")
+    editor.press("Enter")
+    expect(items).to_have_count(len(before) + 1)
+    expect(items.first).to_contain_text("The crew of the Kestrel reached Aster Hollow")
+    running = api.get(f"/chats/{quote(recapped)}/running").json()
+    assert running["versions"][0]["content"].startswith("The crew of the Kestrel")
+    assert running["selected"] == running["versions"][0]["version"]
+
+    oldest = before[-1]["version"]
+    page.get_by_role("button", name=f"Delete running recap version {oldest}").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(items).to_have_count(len(before))
+    versions = api.get(f"/chats/{quote(recapped)}/running").json()["versions"]
+    assert oldest not in [v["version"] for v in versions]
+
+    row = page.locator(".msg-row[data-index='198']")
+    row.get_by_role("button", name="Regenerate recap of message 198").click()
+    expect(page.locator(".toast").last).to_contain_text("queued")
+    wait_for_jobs(api)
+    kinds = [job["kind"] for job in api.get("/jobs", params={"state": "done"}).json()["jobs"]]
+    assert kinds, "the regenerate job ran"
+    expect(row.locator(".recap")).to_have_class("recap status-included")
+
+
+def test_an_unknown_chat_says_so(page: Page, server: Proxy) -> None:
+    page.goto(chat_url(server, "no such chat"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Something went wrong")
+    expect(page.get_by_role("alert")).to_contain_text("no such chat")
+    page.get_by_role("link", name="Back to the chats").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Chats")
