@@ -30,9 +30,10 @@ MESSAGE_OVERHEAD = 3
 """Tokens a chat-completion message costs beyond its content (role and separators)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HistoryItem:
-    """One message of the history as the assembler sees it."""
+    """One message of the history as the assembler sees it (not frozen: a frozen dataclass is
+    several times slower to make, and a long chat makes thousands per prompt)."""
 
     role: str
     """`user`, `assistant` or `system`."""

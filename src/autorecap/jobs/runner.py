@@ -26,7 +26,6 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from autorecap.core import running
 from autorecap.core.data import NAMESPACE, get_data, get_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of
@@ -57,15 +56,15 @@ def enqueue_pipeline(
     one (or, with `only`, for those messages: what a turn of the proxy added or changed), and
     scene detection after them (which queues the scene work). Returns the job ids."""
     counter = get_counter(settings.tokenizer)
-    done: dict[int, str] = queue.store.run(
-        lambda db: dict(
-            db.execute(
-                "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' "
-                "AND chat_id = ?",
-                (chat.id,),
-            ).fetchall()
-        )
+    query = (
+        "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' AND chat_id = ?"
     )
+    params: list[Any] = [chat.id]
+    if only is not None:  # a turn's few messages: not the whole chat's results
+        targets = [m.id for m in only if m.id is not None]
+        query += f" AND target IN ({','.join('?' * len(targets))})"
+        params += targets
+    done: dict[int, str] = queue.store.run(lambda db: dict(db.execute(query, params).fetchall()))
     ids = []
     for message in chat.messages if only is None else only:
         if message.id is None:
@@ -355,24 +354,23 @@ def _on_chat(
     backend: RecapBackend,
     work: Callable[[Chat], list[str]],
     among: Callable[[Chat], Sequence[Message]] = lambda chat: chat.messages,
+    state: Callable[[Message], object] = lambda message: None,
 ) -> tuple[Chat, list[Message], bool, list[str]]:
     """Run `work(chat)` and return (live chat, messages changed, header changed, failures).
 
     The offline engine is quick: it works on the live chat under its lock. An LLM may take
     minutes: it works on a copy with no lock held, so that requests for the chat never wait
     for it, and the changes are merged back under the lock (see `jobs.snapshot`). `among`:
-    the messages the offline work may change."""
+    the messages the offline work may change, `state` what of them it changes (compared before
+    and after); the header counts as changed."""
     chat = worker.chat(job.chat_id)
     if backend.name == "offline":
         with worker.chat_lock(job.chat_id):
-            before = [_scene_state(m) for m in chat.messages]
-            header_before = json.dumps(running.storage(chat), sort_keys=True, default=str)
+            watched = list(among(chat))
+            before = [state(m) for m in watched]
             failures = work(chat)
-            changed = [
-                m for m, was in zip(chat.messages, before, strict=False) if _scene_state(m) != was
-            ]
-            header = json.dumps(running.storage(chat), sort_keys=True, default=str) != header_before
-            return chat, changed, header, failures
+            changed = [m for m, was in zip(watched, before, strict=True) if state(m) != was]
+            return chat, changed, True, failures
     with worker.chat_lock(job.chat_id):
         snapshot = Snapshot(chat)
     failures = work(snapshot.copy)
@@ -380,6 +378,16 @@ def _on_chat(
         chat = worker.chat(job.chat_id)
         changed, header = snapshot.merge(chat)
         return chat, changed, header, failures
+
+
+def _break_state(message: Message) -> tuple[Any, ...]:
+    """What scene detection changes on a message."""
+    return (
+        get_data(message, "scene_break"),
+        get_data(message, "scene_break_visible"),
+        get_data(message, "scene_break_name"),
+        get_data(message, "auto_scene_break_checked"),
+    )
 
 
 def _scene_state(message: Message) -> str:
@@ -402,7 +410,7 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
         detect_scene_breaks(target, backend, settings)
         return []
 
-    chat, changed, _, _ = _on_chat(worker, job, backend, work)
+    chat, changed, _, _ = _on_chat(worker, job, backend, work, state=_break_state)
     with worker.chat_lock(job.chat_id):
         # The breaks are saved first (the scene jobs name their messages by store id), and
         # this job is done only after the jobs it leads to are queued: the queue never looks
@@ -446,7 +454,7 @@ def _scene_recap(worker: Worker, job: Job) -> None:
         return failures
 
     chat, changed, _, failures = _on_chat(
-        worker, job, backend, work, among=lambda live: [live.messages[index]]
+        worker, job, backend, work, among=lambda live: [live.messages[index]], state=_scene_state
     )
     with worker.chat_lock(job.chat_id):
         if failures:

@@ -11,12 +11,13 @@ import contextlib
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from autorecap.core.model import Chat, Message
+from autorecap.core.model import NARRATOR_TYPE, Chat, Message
 from autorecap.core.prompt import HistoryItem, assemble_chat
 from autorecap.core.reconcile import ClientMessage, Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
@@ -33,6 +34,8 @@ from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
 log = logging.getLogger("autorecap.server")
+QUIET_S = 0.05
+"""How long after a request the recap worker waits before taking a job."""
 
 
 class ProxyError(AutorecapError):
@@ -127,6 +130,7 @@ class ChatRegistry:
         self._header_dirty: dict[str, bool] = {}
         self._saved_version: dict[str, int] = {}
         self._in_flight = 0
+        self._last_answered = 0.0
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
 
     # --- the chats ---------------------------------------------------------------------------
@@ -224,7 +228,7 @@ class ChatRegistry:
             session = self.session(chat_id)
             chat = session.chat
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
-            stored = [_role_and_text(m) for m in chat.messages]
+            stored = _stored(chat.messages)
             result = plan(stored, incoming, injected=injected, generating=True)
             last = len(result.ops) - 1
             touched: list[Message] = []
@@ -377,10 +381,12 @@ class ChatRegistry:
         finally:
             with self._guard:
                 self._in_flight -= 1
+                self._last_answered = time.monotonic()
 
     def busy(self) -> bool:
-        """True while requests are being answered."""
-        return self._in_flight > 0
+        """True while requests are being answered, and for a moment after one (a frontend
+        often sends the next request at once): recap jobs wait for a quiet moment."""
+        return self._in_flight > 0 or time.monotonic() - self._last_answered < QUIET_S
 
     def sessions(self) -> list[str]:
         with self._guard:
@@ -417,15 +423,18 @@ def _log_failure(future: Future[None]) -> None:
         log.error("saving a chat failed: %s", error)
 
 
-def _role_and_text(message: Message) -> tuple[str, str]:
-    text = message.get("mes")
-    text = text if isinstance(text, str) else message.text
-    if message.get("is_user"):
-        return "user", text
-    return _role(message), text
-
-
-def _role(message: Message) -> str:
-    if message.is_user:
-        return "user"
-    return "system" if message.is_narrator else "assistant"
+def _stored(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(role, text) of every stored message, as the client would send it (`_role` inlined:
+    this runs over the whole chat on every request)."""
+    pairs = []
+    for message in messages:
+        text = message.get("mes")
+        if type(text) is not str:
+            text = message.text
+        if message.get("is_user"):
+            pairs.append(("user", text))
+            continue
+        extra = message.get("extra")
+        narrator = type(extra) is dict and extra.get("type") == NARRATOR_TYPE
+        pairs.append(("system" if narrator else "assistant", text))
+    return pairs
