@@ -8,9 +8,12 @@ was loaded): seed 002's `auto_load_profile()`.
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autorecap.paths import autorecap_home
 from autorecap.settings import (
@@ -39,19 +42,36 @@ def _empty() -> dict[str, Any]:
     }
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    """Run the method with the object's lock: a read-change-write of the file is one step."""
+
+    @functools.wraps(method)
+    def wrapper(self: Profiles, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class Profiles:
     """The settings file: global values, profiles and bindings. Every change is saved at once."""
 
     def __init__(self, path: Path | None = None) -> None:
+        self._lock = threading.RLock()  # the server's threads share one object per owner
         self.path = path if path is not None else autorecap_home() / SETTINGS_FILE
         self._data = self._load()
 
     # --- reading -----------------------------------------------------------------------------
 
+    @_locked
     def reload(self) -> None:
         """Read the settings file again (another process or object may have changed it)."""
         self._data = self._load()
 
+    @_locked
     def settings_for(self, chat_id: str = "", character_key: str | None = None) -> Settings:
         """The settings a chat runs with: its profile's values over the defaults, plus the
         global values."""
@@ -60,6 +80,7 @@ class Profiles:
         values.update(self._data["global"])
         return make_settings(values)
 
+    @_locked
     def profile_for(self, chat_id: str = "", character_key: str | None = None) -> str:
         """Which profile a chat uses: bound to the chat, else to the character, else active."""
         profiles = self._data["profiles"]
@@ -77,16 +98,19 @@ class Profiles:
         name = self._data.get("active_profile", DEFAULT_PROFILE)
         return name if name in self._data["profiles"] else DEFAULT_PROFILE
 
+    @_locked
     def profile_names(self) -> list[str]:
         """Every profile, `Default` first."""
         names = sorted(self._data["profiles"])
         names.remove(DEFAULT_PROFILE)
         return [DEFAULT_PROFILE, *names]
 
+    @_locked
     def profile_values(self, name: str) -> dict[str, Any]:
         """The values a profile sets (not the defaults it leaves alone)."""
         return dict(self._profile(name))
 
+    @_locked
     def bindings(self) -> dict[str, dict[str, str]]:
         """`{"chats": {chat id: profile}, "characters": {character key: profile}}`."""
         return {
@@ -94,6 +118,7 @@ class Profiles:
             "characters": dict(self._data["character_profiles"]),
         }
 
+    @_locked
     def get(self, key: str, profile: str | None = None) -> Any:
         """A setting's effective value in a profile (default: the active one)."""
         require_setting(key)
@@ -103,6 +128,7 @@ class Profiles:
 
     # --- changing ----------------------------------------------------------------------------
 
+    @_locked
     def set(self, key: str, value: Any, profile: str | None = None) -> Any:
         """Set one setting (validated) in a profile, or globally for the global settings."""
         checked = validate_setting(key, value)
@@ -113,6 +139,7 @@ class Profiles:
         self._save()
         return checked
 
+    @_locked
     def set_many(self, values: dict[str, Any], profile: str | None = None) -> dict[str, Any]:
         """Set several settings at once: every value is validated first, and the file is
         written once, so nothing is saved when one value is refused."""
@@ -123,6 +150,7 @@ class Profiles:
         self._save()
         return checked
 
+    @_locked
     def reset(self, key: str, profile: str | None = None) -> None:
         """Back to the default value."""
         require_setting(key)
@@ -134,6 +162,7 @@ class Profiles:
         target.pop(key, None)
         self._save()
 
+    @_locked
     def set_chat_enabled(self, chat_id: str, enabled: bool | None) -> None:
         """Turn memory on or off for one chat; None removes the chat's own switch."""
         chats = dict(self._data["global"].get("chats_enabled", {}))
@@ -143,18 +172,21 @@ class Profiles:
             chats[chat_id] = enabled
         self.set("chats_enabled", chats)
 
+    @_locked
     def save_profile(self, name: str, source: str | None = None) -> None:
         """Save a profile under `name`: a copy of `source` (default: the active profile)."""
         _check_name(name)
         self._data["profiles"][name] = dict(self._profile(source or self.active_profile))
         self._save()
 
+    @_locked
     def load_profile(self, name: str) -> None:
         """Make `name` the active profile."""
         self._profile(name)
         self._data["active_profile"] = name
         self._save()
 
+    @_locked
     def delete_profile(self, name: str) -> None:
         """Delete a profile and its bindings (`Default` cannot be deleted)."""
         if name == DEFAULT_PROFILE:
@@ -169,6 +201,7 @@ class Profiles:
             self._data["active_profile"] = DEFAULT_PROFILE
         self._save()
 
+    @_locked
     def bind(self, name: str, *, chat: str | None = None, character: str | None = None) -> None:
         """Use profile `name` for a chat or for every chat of a character."""
         self._profile(name)
@@ -180,6 +213,7 @@ class Profiles:
         self._data[table][target] = name
         self._save()
 
+    @_locked
     def unbind(self, *, chat: str | None = None, character: str | None = None) -> None:
         """Remove a chat's or a character's profile binding."""
         if chat is not None:

@@ -259,6 +259,8 @@ class JobQueue:
     # --- managing ------------------------------------------------------------------------------
 
     def get(self, job_id: int) -> Job:
+        if not -(2**63) <= job_id < 2**63:  # more than SQLite's integers hold: no such job
+            raise JobError(f"no job {job_id}: `autorecap jobs list` shows the jobs")
         row = self.store.run(
             lambda db: db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         )

@@ -33,7 +33,7 @@ from autorecap.core.scenes import scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
-from autorecap.jobs.snapshot import Snapshot
+from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
 from autorecap.llm.base import RecapBackend
 from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
 from autorecap.profiles import Profiles
@@ -42,6 +42,11 @@ from autorecap.settings import Settings
 from autorecap.store.migrations import UnknownChatError
 
 log = logging.getLogger("autorecap.jobs")
+
+
+class JobCancelledError(AutorecapError):
+    """A job cancelled while it ran: it stops before changing anything."""
+
 
 MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
@@ -228,6 +233,7 @@ class Worker:
             self.queue.fail(job, f"unknown job kind {job.kind!r}")
             return
         try:
+            self.check_cancel(job)
             handler(self, job)
         except UnknownChatError:
             log.info("job %s (%s): its chat was deleted; nothing to do", job.id, job.label)
@@ -251,6 +257,12 @@ class Worker:
             self.stats.done += 1
 
     # --- chats and settings ----------------------------------------------------------------------
+
+    def check_cancel(self, job: Job) -> None:
+        """Stop a job that was cancelled while it ran, before it changes anything (the
+        failure is recorded as `cancelled`)."""
+        if self.queue.cancel_requested(job):
+            raise JobCancelledError(f"job {job.id} was cancelled")
 
     def chat_lock(self, chat_id: str) -> ContextManager[Any]:
         """The lock that guards one chat's in-memory copy (the server's, when it shares its
@@ -330,8 +342,11 @@ def _message_recap(worker: Worker, job: Job) -> None:
             store_result(message, error)
             worker.store.save(chat, changed=[message])
         raise
+    worker.check_cancel(job)
     with worker.chat_lock(job.chat_id):
         # Another process may have changed the chat during the call: apply to a fresh copy.
+        if worker.chat(job.chat_id) is not chat and worker.chat_source is not None:
+            raise ChangedMeanwhileError("the chat was replaced during the recap")
         chat = worker.chat(job.chat_id)
         index = _index_of(chat, job.target)
         if index is None:
@@ -374,8 +389,10 @@ def _on_chat(
     with worker.chat_lock(job.chat_id):
         snapshot = Snapshot(chat)
     failures = work(snapshot.copy)
+    worker.check_cancel(job)
     with worker.chat_lock(job.chat_id):
-        chat = worker.chat(job.chat_id)
+        if worker.chat(job.chat_id) is not chat:
+            raise ChangedMeanwhileError("the chat was replaced during the recap; it is redone")
         changed, header = snapshot.merge(chat)
         return chat, changed, header, failures
 

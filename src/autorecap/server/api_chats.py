@@ -156,11 +156,15 @@ def _import(
 ) -> dict[str, Any]:
     if name is None:
         name = _free_id(scope, registry)
-    internal = scope.internal(name)  # with keys on, an id with '/' is another key's: 404
-    if not name.strip() or "/" in name:
+    if not name.strip():
         raise InvalidValueError(
-            f"cannot store a chat as {name!r}: pass ?id= with a non-empty id without '/'",
+            "cannot store a chat under an empty id: pass ?id= with a name for the chat",
             field="id",
+        )
+    internal = scope.internal(name)  # with keys on, an id with '/' is another key's: 404
+    if "/" in name:
+        raise InvalidValueError(
+            f"cannot store a chat as {name!r}: pass ?id= with an id without '/'", field="id"
         )
     problems: tuple[LineProblem, ...] = ()
     try:

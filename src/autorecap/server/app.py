@@ -15,12 +15,12 @@ import os
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 import orjson
@@ -34,12 +34,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
 from autorecap.llm.base import RecapBackend
-from autorecap.llm.openai_compat import OpenAICompatBackend, make_backend
+from autorecap.llm.openai_compat import make_backend
 from autorecap.server.access import KeyRing, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
 from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
-from autorecap.server.responses import error_response
+from autorecap.server.responses import SafeJSONResponse, error_response
 from autorecap.server.web import web_router
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
@@ -87,11 +87,10 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     def backend_for(settings: Settings) -> RecapBackend:
         if config.recap_backend == "upstream":
-            return OpenAICompatBackend(
-                base_url=upstream,
-                model=settings.llm_model,
-                api_key_env=config.api_key_env or "",
-                message_prompt=settings.message_recap_prompt,
+            # Every recap setting of the chat's owner (prompts, prefill, temperature, retries),
+            # sent to the upstream with the upstream's key.
+            return make_backend(
+                settings, backend="openai", base_url=upstream, api_key_env=config.api_key_env or ""
             )
         return make_backend(settings, backend="offline")
 
@@ -128,7 +127,11 @@ def create_app(config: ServerConfig) -> FastAPI:
             sys.setswitchinterval(switch_interval)
 
     # FastAPIOffline serves the /docs page's assets itself: no CDN, works offline.
-    app = FastAPIOffline(title="autorecap memory proxy", lifespan=lifespan)
+    app = FastAPIOffline(
+        title="autorecap memory proxy",
+        lifespan=lifespan,
+        default_response_class=SafeJSONResponse,
+    )
     app.state.registry = registry
     app.state.queue = queue
     app.state.store = store
@@ -202,11 +205,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         content = _dumps(outgoing)
         chat_header = {"X-Autorecap-Chat": quote(chosen, safe=_SAFE)}
 
-        def done(answer: bytes | None, streamed: bool) -> None:
-            if answer is None:
-                registry.settle_later(turn)
-                return
-            registry.record(turn, _streamed_text(answer) if streamed else _reply_text(answer))
+        async def done(answer: bytes | None, streamed: bool) -> None:
+            if answer is not None:
+                reply = _streamed_text(answer) if streamed else _reply_text(answer)
+                await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
             registry.settle_later(turn)
 
         return await forward(
@@ -219,7 +221,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         content: bytes,
         stream: bool,
         extra_headers: dict[str, str],
-        done: Callable[[bytes | None, bool], None],
+        done: Callable[[bytes | None, bool], Awaitable[None]],
     ) -> Response:
         """Send `content` upstream and relay the answer: streamed chunk by chunk as it
         arrives, bytes unchanged; errors with their status and body. `done(answer, streamed)`
@@ -232,12 +234,12 @@ def create_app(config: ServerConfig) -> FastAPI:
             try:
                 response = await client.send(upstream_request, stream=True)
             except httpx.HTTPError as error:
-                done(None, True)
+                await done(None, True)
                 return _unreachable(error)
             if response.status_code >= 400:
                 failed = await response.aread()
                 await response.aclose()
-                done(None, True)
+                await done(None, True)
                 return Response(masked(failed), response.status_code, media_type=_media(response))
 
             async def relay() -> AsyncIterator[bytes]:
@@ -255,7 +257,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                     streamed = b"".join(pieces)
                     # A client may hang up at [DONE] before the body ends: the reply is whole.
                     whole = completed or b"[DONE]" in streamed or _FINISHED.search(streamed)
-                    done(streamed if whole else None, True)
+                    await done(streamed if whole else None, True)
 
             return StreamingResponse(
                 relay(),
@@ -266,9 +268,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             response = await client.post(url, content=content, headers=headers)
         except httpx.HTTPError as error:
-            done(None, False)
+            await done(None, False)
             return _unreachable(error)
-        done(response.content if response.status_code < 400 else None, False)
+        await done(response.content if response.status_code < 400 else None, False)
         return Response(
             masked(response.content),
             response.status_code,
@@ -305,7 +307,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                         raw = _dumps({**body, "prompt": f"{memory}\n{prompt}"})
                     extra["X-Autorecap-Chat"] = quote(named, safe=_SAFE)
             return await forward(
-                request, "completions", raw, bool(body.get("stream")), extra, lambda *_: None
+                request, "completions", raw, bool(body.get("stream")), extra, _nothing
             )
 
     def _unreachable(error: httpx.HTTPError) -> JSONResponse:
@@ -358,6 +360,10 @@ def create_app(config: ServerConfig) -> FastAPI:
     return app
 
 
+async def _nothing(answer: bytes | None, streamed: bool) -> None:
+    """A text completion records nothing."""
+
+
 def _loads(raw: bytes) -> Any:
     """JSON in: orjson, or the standard library for what orjson refuses (lone surrogates)."""
     try:
@@ -382,10 +388,11 @@ def _header_text(value: str | None) -> str | None:
     """A header as the client meant it: HTTP carries bytes, which Starlette reads as Latin-1."""
     if not value:
         return None
-    try:
-        return value.encode("latin-1").decode("utf-8")
-    except (UnicodeEncodeError, UnicodeDecodeError):
-        return value
+    with suppress(UnicodeEncodeError, UnicodeDecodeError):
+        value = value.encode("latin-1").decode("utf-8")
+    # The proxy answers with the id percent-encoded (X-Autorecap-Chat): the same id sent back
+    # names the same chat.
+    return unquote(value)
 
 
 _error = error_response

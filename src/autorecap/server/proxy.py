@@ -93,6 +93,8 @@ class Turn:
     injected: list[str] = field(default_factory=list)
     touched: list[Message] = field(default_factory=list)
     """Messages this turn added or changed: the ones that need (new) recaps."""
+    chat: Chat | None = None
+    """The chat object the turn began on (a chat replaced meanwhile is another object)."""
     recorded: Message | None = None
     """The reply, once recorded."""
 
@@ -242,7 +244,7 @@ class ChatRegistry:
             if result.ops:
                 session.refresh()
             outgoing = self._outgoing(session, result, body["messages"])
-            return Turn(chat_id, outgoing, result.regenerate, result, injected, touched)
+            return Turn(chat_id, outgoing, result.regenerate, result, injected, touched, chat)
 
     def _apply(
         self,
@@ -308,7 +310,12 @@ class ChatRegistry:
         if not reply:
             return
         with self.chat_lock(turn.chat_id):
-            session = self.session(turn.chat_id, create=False)
+            session = self._sessions.get(turn.chat_id)
+            if session is None or session.chat is not turn.chat:
+                log.info(
+                    "chat %r was deleted or replaced during a request: reply not kept", turn.chat_id
+                )
+                return
             if turn.regenerate is not None and turn.regenerate < len(session.chat.messages):
                 turn.recorded = session.swipe(turn.regenerate, text=reply)
             else:
@@ -318,10 +325,12 @@ class ChatRegistry:
     def settle(self, turn: Turn) -> None:
         """Save the turn's changes and queue recap jobs for the messages it added or changed."""
         with self.chat_lock(turn.chat_id):
-            self._save(turn.chat_id)
             session = self._sessions.get(turn.chat_id)
+            if session is None or session.chat is not turn.chat:
+                return  # deleted or replaced meanwhile: its successor is saved on its own
+            self._save(turn.chat_id)
             touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
-            if session is None or not self.queue_recaps or not touched:
+            if not self.queue_recaps or not touched:
                 return
             enqueue_pipeline(self.queue, session.chat, session.settings, touched)
 

@@ -216,7 +216,7 @@ class SQLiteStore(ChatStore):
         its job done there, so that the recap and the job's completion land together)."""
         written = 0
         chat.adopt_all()
-        self._new_ids: list[tuple[Message, int]] = []
+        new_ids: list[tuple[Message, int]] = []  # this save's own: saves of other chats run too
         with self._lock, self._transaction():
             row = self._db.execute(
                 "SELECT header_raw, layout, next_pos FROM chats WHERE id = ?", (chat.id,)
@@ -235,7 +235,7 @@ class SQLiteStore(ChatStore):
                 )
                 written += 1
             if structure or full:
-                written += self._save_structure(chat, next_pos)
+                written += self._save_structure(chat, next_pos, new_ids)
             seen: set[int] = set()
             for message in chat.messages if full else changed:
                 if message._id is None or message._id in seen or message._chat is not chat:
@@ -250,10 +250,9 @@ class SQLiteStore(ChatStore):
                 also(self._db)
         # Ids go onto the messages only once the transaction committed: after a rollback the
         # messages are still new, and the next save inserts them.
-        for message, row_id in self._new_ids:
+        for message, row_id in new_ids:
             message._id = row_id
             message._chat = chat
-        self._new_ids = []
         return written
 
     def data_version(self) -> int:
@@ -267,7 +266,7 @@ class SQLiteStore(ChatStore):
         with self._lock, self._transaction():
             return work(self._db)
 
-    def _save_structure(self, chat: Chat, next_pos: int) -> int:
+    def _save_structure(self, chat: Chat, next_pos: int, new_ids: list[tuple[Message, int]]) -> int:
         """Insert new messages, delete removed ones, and keep the stored order."""
         self.structure_version += 1
         stored = self._db.execute(
@@ -294,7 +293,7 @@ class SQLiteStore(ChatStore):
                 "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,0)",
                 (chat.id, pos, None, None, _changed_message_json(message)),
             )
-            self._new_ids.append((message, int(cursor.lastrowid or 0)))
+            new_ids.append((message, int(cursor.lastrowid or 0)))
         self._db.execute(
             "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
             (next_pos, time.time(), chat.id),

@@ -1,5 +1,5 @@
-"""Bugs found in review, each shown by a failing test against real behaviour: the app in process
-(`TestClient`) or served by uvicorn on loopback with the scripted upstream (conftest.py)."""
+"""Races and edge cases of the server found in review (each test failed before its fix): the
+app in process (`TestClient`) or served by uvicorn on loopback with the scripted upstream."""
 
 from __future__ import annotations
 
