@@ -103,16 +103,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         # Several small connection pools rather than one big one: httpx matches requests to
         # connections by scanning the whole pool, which at 100 requests in flight costs more
-        # than everything else the proxy does.
-        state["clients"] = [
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(config.timeout_s, connect=10),
-                limits=httpx.Limits(
-                    max_connections=1000 // POOLS, max_keepalive_connections=200 // POOLS
-                ),
-            )
-            for _ in range(POOLS)
-        ]
+        # than everything else the proxy does. Made when first needed (each costs an SSL
+        # context).
+        state["clients"] = [None] * POOLS
         state["next"] = 0
         worker = None
         thread = None
@@ -132,7 +125,8 @@ def create_app(config: ServerConfig) -> FastAPI:
                 worker.stop()
                 thread.join(timeout=30)
             for client in state["clients"]:
-                await client.aclose()
+                if client is not None:
+                    await client.aclose()
             registry.close()
             store.close()
             sys.setswitchinterval(switch_interval)
@@ -228,8 +222,15 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     def pooled() -> httpx.AsyncClient:
         """The next connection pool, round robin."""
-        state["next"] = (state["next"] + 1) % POOLS
-        client: httpx.AsyncClient = state["clients"][state["next"]]
+        state["next"] = number = (state["next"] + 1) % POOLS
+        client: httpx.AsyncClient | None = state["clients"][number]
+        if client is None:
+            client = state["clients"][number] = httpx.AsyncClient(
+                timeout=httpx.Timeout(config.timeout_s, connect=10),
+                limits=httpx.Limits(
+                    max_connections=1000 // POOLS, max_keepalive_connections=200 // POOLS
+                ),
+            )
         return client
 
     async def forward(
