@@ -3,6 +3,7 @@ app in process (`TestClient`) or served by uvicorn on loopback with the scripted
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -335,3 +336,32 @@ def test_the_upstream_recap_backend_uses_the_owners_running_recap_prompt(
     )
     sent = [" ".join(request.contents) for request in upstream.chat_requests]
     assert any("OWNER RUNNING PROMPT." in text for text in sent)
+
+
+def test_a_deleted_chats_switch_and_binding_do_not_pass_to_a_new_chat_of_that_id(
+    client: TestClient,
+) -> None:
+    data = sample_chat_path().read_bytes()
+    assert client.post("/api/chats?id=again", content=data).status_code == 201
+    assert client.patch("/api/chats/again/memory", json={"chat": False}).status_code == 200
+    assert client.post("/api/profiles", json={"name": "Terse"}).status_code == 201
+    bound = client.put("/api/profiles/Terse/bindings", json={"chat": "again"})
+    assert bound.status_code == 200
+    assert client.delete("/api/chats/again").status_code == 204
+    assert client.post("/api/chats?id=again", content=data).status_code == 201
+    assert client.get("/api/chats/again/memory").json()["chat"] is None
+    assert "again" not in client.get("/api/settings").json()["bindings"]["chat"]
+
+
+def test_an_unreachable_upstream_is_named_without_its_credentials(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    upstream = f"http://agent:hunter2-secret@127.0.0.1:{port}/v1"
+    app = create_app(ServerConfig(upstream=upstream, db=tmp_path / "x.db", worker=False))
+    with TestClient(app) as client:
+        body = {"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}
+        answer = client.post("/v1/chat/completions", json=body)
+        assert answer.status_code == 502
+        assert "hunter2-secret" not in answer.text
+        assert f"127.0.0.1:{port}" in answer.json()["error"]["message"]

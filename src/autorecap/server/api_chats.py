@@ -288,6 +288,11 @@ def delete_chat(chat: str, scope: Owner, registry: Registry) -> Response:
         _cancel_jobs(registry, internal)
         registry.store.delete_chat(internal)
         registry.drop(internal)
+    # Its own memory switch and profile binding go with it: a new chat under the same id
+    # starts from the defaults.
+    profiles = registry.profiles_for(scope.owner)
+    profiles.set_chat_enabled(internal, None)
+    profiles.unbind(chat=internal)
     _FACTS.get(registry, {}).pop(internal, None)
     return Response(status_code=204)
 

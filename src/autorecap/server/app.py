@@ -76,6 +76,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             f"--upstream {config.upstream!r} must be an http(s) URL such as "
             "http://127.0.0.1:8080/v1"
         )
+    # The upstream as error messages name it: without any user:password@ in the URL.
+    shown = str(httpx.URL(upstream).copy_with(username=None, password=None))
     keyring = KeyRing.from_file(config.keys_file) if config.keys_file is not None else None
     # WAL with synchronous=NORMAL by default: a crash of autorecap loses nothing committed,
     # a power cut may lose the last commits, which the client sends again anyway.
@@ -329,7 +331,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             )
 
     def _unreachable(error: httpx.HTTPError) -> JSONResponse:
-        return _error(502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})")
+        return _error(502, f"the upstream at {shown} cannot be reached ({type(error).__name__})")
 
     async def passthrough(request: Request, path: str) -> Response:
         try:
@@ -347,7 +349,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             )
         except httpx.HTTPError as error:
             return _error(
-                502, f"the upstream at {upstream} cannot be reached ({type(error).__name__})"
+                502, f"the upstream at {shown} cannot be reached ({type(error).__name__})"
             )
         return Response(masked(response.content), response.status_code, media_type=_media(response))
 
