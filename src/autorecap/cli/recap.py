@@ -30,8 +30,8 @@ from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible,
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
+from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.jobs.runner import enqueue_pipeline
 from autorecap.llm.openai_compat import make_backend
 from autorecap.pipeline import run_pipeline
 from autorecap.profiles import Profiles

@@ -1,6 +1,7 @@
 """The persistent job queue for recap work, and the worker that runs it."""
 
+from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import Job, JobError, JobQueue
-from autorecap.jobs.runner import Worker, WorkerStats, enqueue_pipeline
+from autorecap.jobs.runner import Worker, WorkerStats
 
 __all__ = ["Job", "JobError", "JobQueue", "Worker", "WorkerStats", "enqueue_pipeline"]

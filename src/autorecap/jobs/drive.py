@@ -10,8 +10,9 @@ from autorecap.core import running
 from autorecap.core.data import get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions
+from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.jobs.runner import Worker, enqueue_pipeline
+from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore

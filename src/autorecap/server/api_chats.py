@@ -21,8 +21,8 @@ from starlette.concurrency import run_in_threadpool
 from autorecap.core.data import RECAP_KEYS, edit_memory, get_data, get_memory, set_data, update_data
 from autorecap.core.scenes import scenes
 from autorecap.errors import ChatFileError, LineProblem
+from autorecap.jobs.handlers import MESSAGE_PRIORITY, enqueue_pipeline
 from autorecap.jobs.queue import JobError
-from autorecap.jobs.runner import MESSAGE_PRIORITY, enqueue_pipeline
 from autorecap.profiles import Profiles
 from autorecap.recaps import needs_recap
 from autorecap.server.access import Scope

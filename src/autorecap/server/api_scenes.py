@@ -12,7 +12,7 @@ from autorecap.core import running
 from autorecap.core.data import get_data, update_data
 from autorecap.core.scenes import edit_recap, recap_versions, rename_break, scenes
 from autorecap.core.scenes import select_recap_version as select_scene_version
-from autorecap.jobs.runner import RUNNING_PRIORITY, SCENE_PRIORITY
+from autorecap.jobs.handlers import RUNNING_PRIORITY, SCENE_PRIORITY
 from autorecap.server.api import Owner, Registry
 from autorecap.server.api_errors import ApiError, ConflictError, InvalidValueError, NotFoundError
 from autorecap.server.api_views import (

@@ -22,8 +22,9 @@ from autorecap.core.prompt import HistoryItem, assemble_chat
 from autorecap.core.reconcile import ClientMessage, Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
 from autorecap.errors import AutorecapError
+from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.jobs.runner import Worker, enqueue_pipeline
+from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
 from autorecap.paths import autorecap_home
 from autorecap.profiles import SETTINGS_FILE, Profiles

@@ -1,0 +1,318 @@
+"""The jobs of the pipeline, as the worker runs them (see `autorecap.jobs.runner`), and how a
+chat's pipeline is queued."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from autorecap.core.data import NAMESPACE, get_data, get_memory
+from autorecap.core.model import Chat, Message
+from autorecap.core.scenes import scenes
+from autorecap.core.tokens import get_counter
+from autorecap.errors import AutorecapError
+from autorecap.jobs.queue import Job, JobQueue
+from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
+from autorecap.llm.base import RecapBackend
+from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
+from autorecap.recaps import build_request, needs_recap, store_result
+from autorecap.settings import Settings
+
+if TYPE_CHECKING:
+    from autorecap.jobs.runner import Worker
+
+MESSAGE_PRIORITY = 30
+DETECT_PRIORITY = 20
+SCENE_PRIORITY = 10
+RUNNING_PRIORITY = 0
+
+
+def enqueue_pipeline(
+    queue: JobQueue, chat: Chat, settings: Settings, only: Sequence[Message] | None = None
+) -> list[int]:
+    """Queue the whole pipeline for a stored chat: a recap job for every message that needs
+    one (or, with `only`, for those messages: what a turn of the proxy added or changed), and
+    scene detection after them (which queues the scene work). Returns the job ids."""
+    counter = get_counter(settings.tokenizer)
+    query = (
+        "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' AND chat_id = ?"
+    )
+    params: list[Any] = [chat.id]
+    if only is not None:  # a turn's few messages: not the whole chat's results
+        targets = [m.id for m in only if m.id is not None]
+        query += f" AND target IN ({','.join('?' * len(targets))})"
+        params += targets
+    done: dict[int, str] = queue.store.run(lambda db: dict(db.execute(query, params).fetchall()))
+    ids = []
+    for message in chat.messages if only is None else only:
+        if message.id is None:
+            continue
+        wanted = needs_recap(message, settings, counter)
+        if not wanted and message.id in done:  # recapped here before: was the text edited?
+            wanted = done[message.id] != _input_hash(message, settings.recap_backend, settings)
+        if wanted:
+            ids.append(
+                queue.enqueue(
+                    "message_recap",
+                    chat.id,
+                    message.id,
+                    priority=MESSAGE_PRIORITY,
+                    max_retries=settings.max_retries,
+                )
+            )
+    ids.append(
+        queue.enqueue(
+            "detect_scenes",
+            chat.id,
+            priority=DETECT_PRIORITY,
+            max_retries=settings.max_retries,
+            depends_on=ids,
+        )
+    )
+    return ids
+
+
+# --- the jobs ------------------------------------------------------------------------------------
+
+
+def _message_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+    with worker.chat_lock(job.chat_id):
+        index = _index_of(chat, job.target)
+        if index is None:  # the message was deleted: nothing to do
+            worker.queue.complete(job)
+            return
+        message = chat.messages[index]
+        input_hash = _input_hash(message, backend.name, settings)
+        previous = worker.queue.last_input(job)
+        has_recap = bool(get_memory(message)) and not get_data(message, "error")
+        if previous == input_hash and has_recap:
+            worker.stats.llm_skipped += 1
+            worker.queue.complete(job, input_hash=input_hash)
+            return
+        edited = bool(get_data(message, "edited"))
+        changed = previous is not None and previous != input_hash
+        if not needs_recap(message, settings, counter, force=changed and not edited):
+            worker.queue.complete(job, input_hash=input_hash)
+            return
+        request = build_request(chat, index, settings, counter)
+    try:
+        result = backend.message_recap(request)  # no lock held: other jobs go on meanwhile
+    except AutorecapError as error:
+        with worker.chat_lock(job.chat_id):
+            store_result(message, error)
+            worker.store.save(chat, changed=[message])
+        raise
+    worker.check_cancel(job)
+    with worker.chat_lock(job.chat_id):
+        # Another process may have changed the chat during the call: apply to a fresh copy.
+        if worker.chat(job.chat_id) is not chat and worker.chat_source is not None:
+            raise ChangedMeanwhileError("the chat was replaced during the recap")
+        chat = worker.chat(job.chat_id)
+        index = _index_of(chat, job.target)
+        if index is None:
+            worker.queue.complete(job)
+            return
+        message = chat.messages[index]
+        if _input_hash(message, backend.name, settings) != input_hash:
+            raise AutorecapError("the message changed during its recap; it is recapped again")
+        store_result(message, result)
+        worker.store.save(
+            chat,
+            changed=[message],
+            also=lambda db: worker.queue.finish(db, job, input_hash=input_hash),
+        )
+
+
+def _on_chat(
+    worker: Worker,
+    job: Job,
+    backend: RecapBackend,
+    work: Callable[[Chat], list[str]],
+    among: Callable[[Chat], Sequence[Message]] = lambda chat: chat.messages,
+    state: Callable[[Message], object] = lambda message: None,
+) -> tuple[Chat, list[Message], bool, list[str]]:
+    """Run `work(chat)` and return (live chat, messages changed, header changed, failures).
+
+    The offline engine is quick: it works on the live chat under its lock. An LLM may take
+    minutes: it works on a copy with no lock held, so that requests for the chat never wait
+    for it, and the changes are merged back under the lock (see `jobs.snapshot`). `among`:
+    the messages the offline work may change, `state` what of them it changes (compared before
+    and after); the header counts as changed."""
+    chat = worker.chat(job.chat_id)
+    if backend.name == "offline":
+        with worker.chat_lock(job.chat_id):
+            watched = list(among(chat))
+            before = [state(m) for m in watched]
+            failures = work(chat)
+            changed = [m for m, was in zip(watched, before, strict=True) if state(m) != was]
+            return chat, changed, True, failures
+    with worker.chat_lock(job.chat_id):
+        snapshot = Snapshot(chat)
+    failures = work(snapshot.copy)
+    worker.check_cancel(job)
+    with worker.chat_lock(job.chat_id):
+        if worker.chat(job.chat_id) is not chat:
+            raise ChangedMeanwhileError("the chat was replaced during the recap; it is redone")
+        changed, header = snapshot.merge(chat)
+        return chat, changed, header, failures
+
+
+def _break_state(message: Message) -> tuple[Any, ...]:
+    """What scene detection changes on a message."""
+    return (
+        get_data(message, "scene_break"),
+        get_data(message, "scene_break_visible"),
+        get_data(message, "scene_break_name"),
+        get_data(message, "auto_scene_break_checked"),
+    )
+
+
+def _scene_state(message: Message) -> str:
+    """What scene work changes on a message (the offline path compares it before and after):
+    its `scene_*` and `auto_scene_*` data."""
+    extra = message.get("extra")
+    value = extra.get(NAMESPACE) if isinstance(extra, dict) else None
+    if not isinstance(value, dict):
+        return ""
+    scene = {k: v for k, v in value.items() if k.startswith(("scene_", "auto_scene_"))}
+    return json.dumps(scene, sort_keys=True, default=str) if scene else ""
+
+
+def _detect_scenes(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    backend = worker.backend(settings)
+
+    def work(target: Chat) -> list[str]:
+        detect_scene_breaks(target, backend, settings)
+        return []
+
+    chat, changed, _, _ = _on_chat(worker, job, backend, work, state=_break_state)
+    with worker.chat_lock(job.chat_id):
+        # The breaks are saved first (the scene jobs name their messages by store id), and
+        # this job is done only after the jobs it leads to are queued: the queue never looks
+        # empty in between.
+        worker.store.save(chat, changed=changed)
+        scene_jobs = [
+            worker.queue.enqueue(
+                "scene_recap",
+                chat.id,
+                chat.messages[scene.end].id,
+                priority=SCENE_PRIORITY,
+                max_retries=settings.max_retries,
+            )
+            for scene in scenes(chat.messages)
+            if scene.closed and chat.messages[scene.end].id is not None
+        ]
+        worker.queue.enqueue(
+            "running_recap",
+            chat.id,
+            priority=RUNNING_PRIORITY,
+            max_retries=settings.max_retries,
+            depends_on=scene_jobs,
+        )
+        worker.queue.complete(job)
+
+
+def _scene_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+    with worker.chat_lock(job.chat_id):
+        index = _index_of(chat, job.target)
+        if index is None:
+            worker.queue.complete(job)
+            return
+
+    def work(target: Chat) -> list[str]:
+        failures: list[str] = []
+        recap_scenes(target, backend, settings, counter, failures=failures, only_end=index)
+        return failures
+
+    chat, changed, _, failures = _on_chat(
+        worker, job, backend, work, among=lambda live: [live.messages[index]], state=_scene_state
+    )
+    with worker.chat_lock(job.chat_id):
+        if failures:
+            raise AutorecapError(failures[0])
+        worker.store.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
+
+
+def _running_recap(worker: Worker, job: Job) -> None:
+    chat = worker.chat(job.chat_id)
+    settings = worker.settings_for(chat)
+    counter = get_counter(settings.tokenizer)
+    backend = worker.backend(settings)
+
+    def work(target: Chat) -> list[str]:
+        failures: list[str] = []
+        now_ms = int(time.time() * 1000)
+        update_running_recap(target, backend, settings, counter, now_ms=now_ms, failures=failures)
+        return failures
+
+    chat, _, _, failures = _on_chat(worker, job, backend, work, among=lambda live: [])
+    with worker.chat_lock(job.chat_id):
+        if failures:  # keep the versions made so far; the job is retried for the rest
+            worker.store.save(chat, header=True)
+            raise AutorecapError(failures[0])
+        worker.store.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
+
+
+HANDLERS: dict[str, Callable[[Worker, Job], None]] = {
+    "message_recap": _message_recap,
+    "detect_scenes": _detect_scenes,
+    "scene_recap": _scene_recap,
+    "running_recap": _running_recap,
+}
+
+
+_POSITIONS: weakref.WeakKeyDictionary[Chat, tuple[int, dict[int, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _index_of(chat: Chat, message_id: int | None) -> int | None:
+    """The index of the message with this store id (a map per chat, rebuilt when the message
+    list changed or a message got its id since)."""
+    if message_id is None:
+        return None
+    version = chat.messages.version
+    cached = _POSITIONS.get(chat)
+    if cached is not None and cached[0] == version:
+        index = cached[1].get(message_id)
+        if (
+            index is not None
+            and index < len(chat.messages)
+            and chat.messages[index].id == message_id
+        ):
+            return index
+    positions = {m.id: i for i, m in enumerate(chat.messages) if m.id is not None}
+    _POSITIONS[chat] = (version, positions)
+    return positions.get(message_id)
+
+
+def _input_hash(message: Message, backend_name: str, settings: Settings) -> str:
+    """What a message recap depends on: unchanged, the recap need not be made again."""
+    digest = hashlib.sha256()
+    for part in (
+        message.name,
+        message.text,
+        backend_name,
+        settings.message_recap_prompt,
+        settings.message_recap_prefill,
+        str(settings.message_recap_max_tokens),
+        str(message.swipe_id),
+        settings.llm_model if backend_name != "offline" else "",
+    ):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:24]
