@@ -153,6 +153,12 @@ def select_swipe(message: dict[str, Any], swipe_id: int) -> None:
         message._chat.notify_change(message)
 
 
+def read_namespace(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The message's extension data as stored (the legacy namespace when only that exists),
+    or None; for reading only: write through `set_data`."""
+    return _read_namespace(message)
+
+
 def _read_namespace(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if message is None:
         return None

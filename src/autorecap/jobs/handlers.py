@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autorecap.core.data import NAMESPACE, get_data, get_memory
+from autorecap.core.data import get_data, get_memory, read_namespace
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import scenes
 from autorecap.core.tokens import get_counter
@@ -178,10 +178,7 @@ def _break_state(message: Message) -> tuple[Any, ...]:
 def _scene_state(message: Message) -> str:
     """What scene work changes on a message (the offline path compares it before and after):
     its `scene_*` and `auto_scene_*` data."""
-    extra = message.get("extra")
-    value = extra.get(NAMESPACE) if isinstance(extra, dict) else None
-    if not isinstance(value, dict):
-        return ""
+    value = read_namespace(message) or {}
     scene = {k: v for k, v in value.items() if k.startswith(("scene_", "auto_scene_"))}
     return json.dumps(scene, sort_keys=True, default=str) if scene else ""
 

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from autorecap.core import running
-from autorecap.core.data import NAMESPACE, set_data
+from autorecap.core.data import read_namespace, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.errors import AutorecapError
 
@@ -79,9 +79,7 @@ class Snapshot:
 
 
 def _namespace_json(message: Message) -> str:
-    extra = message.get("extra")
-    value = extra.get(NAMESPACE) if isinstance(extra, dict) else None
-    return json.dumps(value, sort_keys=True, default=str)
+    return json.dumps(read_namespace(message), sort_keys=True, default=str)
 
 
 def _running_json(chat: Chat) -> str:

@@ -9,11 +9,13 @@ sees, lists or changes another key's chats, settings or jobs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from fastapi import Request
 
@@ -139,3 +141,14 @@ def request_scope(request: Request) -> Scope:
     auth = request.headers.get("authorization", "")
     key = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     return keyring.scope_for(key or request.headers.get("x-api-key"))
+
+
+def header_text(value: str | None) -> str | None:
+    """A header as the client meant it: UTF-8 (which Starlette reads as Latin-1), and
+    percent-decoded (the proxy answers with ids percent-encoded: sent back, they name the same
+    chat)."""
+    if not value:
+        return None
+    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
+        value = value.encode("latin-1").decode("utf-8")
+    return unquote(value)

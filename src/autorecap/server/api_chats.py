@@ -12,7 +12,7 @@ import contextlib
 import time
 import weakref
 from typing import Annotated, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +25,7 @@ from autorecap.jobs.handlers import MESSAGE_PRIORITY, enqueue_pipeline
 from autorecap.jobs.queue import JobError
 from autorecap.profiles import Profiles
 from autorecap.recaps import needs_recap
-from autorecap.server.access import Scope
+from autorecap.server.access import Scope, header_text
 from autorecap.server.api import Owner, Registry
 from autorecap.server.api_errors import (
     ApiError,
@@ -122,7 +122,7 @@ async def import_chat(
     """Import a SillyTavern chat file: the request body is the file's bytes. Malformed lines
     are kept as they are and reported."""
     data = await _read_upload(request)
-    filename = _header_text(x_filename)
+    filename = header_text(x_filename)
     name = chat_id if chat_id is not None else _stem(filename)
     return await run_in_threadpool(_import, scope, registry, name, data, replace, filename)
 
@@ -200,16 +200,6 @@ def _import(
         "chat": summary,
         "problems": [{"line": p.line, "message": p.message} for p in problems],
     }
-
-
-def _header_text(value: str | None) -> str | None:
-    """A header as the client meant it: UTF-8 (read by Starlette as Latin-1), or
-    percent-encoded."""
-    if not value:
-        return None
-    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
-        value = value.encode("latin-1").decode("utf-8")
-    return unquote(value)
 
 
 def _stem(filename: str | None) -> str | None:

@@ -16,11 +16,11 @@ import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -35,7 +35,7 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
 from autorecap.llm.base import RecapBackend
 from autorecap.llm.openai_compat import make_backend
-from autorecap.server.access import KeyRing, request_scope
+from autorecap.server.access import KeyRing, header_text, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
 from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
@@ -194,19 +194,19 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             body = _loads(await request.body())
         except ValueError:
-            return _error(400, "the request body is not JSON")
+            return error_response(400, "the request body is not JSON")
         if not isinstance(body, dict):
-            return _error(400, "the request body must be a JSON object")
+            return error_response(400, "the request body must be a JSON object")
         try:
             scope = request_scope(request)
             incoming = client_messages(body)
             chosen = (
-                chat_id or _header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
+                chat_id or header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
             )
             internal = scope.internal(chosen)
             turn = await in_chat(internal, lambda: registry.begin(internal, body, incoming))
         except AutorecapError as error:
-            return _error(error.http_status, str(error))
+            return error_response(error.http_status, str(error))
         outgoing = dict(body)
         outgoing["messages"] = turn.messages
         content = _dumps(outgoing)
@@ -308,19 +308,19 @@ def create_app(config: ServerConfig) -> FastAPI:
                 scope = request_scope(request)
                 body = _loads(raw)
             except AutorecapError as error:
-                return _error(error.http_status, str(error))
+                return error_response(error.http_status, str(error))
             except ValueError:
-                return _error(400, "the request body is not JSON")
+                return error_response(400, "the request body is not JSON")
             if not isinstance(body, dict):
-                return _error(400, "the request body must be a JSON object")
-            named = chat_id or _header_text(request.headers.get(HEADER_CHAT))
+                return error_response(400, "the request body must be a JSON object")
+            named = chat_id or header_text(request.headers.get(HEADER_CHAT))
             extra: dict[str, str] = {}
             prompt = body.get("prompt")
             if named and isinstance(prompt, str):
                 try:
                     internal = scope.internal(named)
                 except AutorecapError as error:
-                    return _error(error.http_status, str(error))
+                    return error_response(error.http_status, str(error))
                 if registry.known(internal):
                     memory = await in_chat(internal, lambda: registry.memory_text(internal))
                     if memory.strip() and memory.strip() not in prompt:
@@ -331,13 +331,14 @@ def create_app(config: ServerConfig) -> FastAPI:
             )
 
     def _unreachable(error: httpx.HTTPError) -> JSONResponse:
-        return _error(502, f"the upstream at {shown} cannot be reached ({type(error).__name__})")
+        kind = type(error).__name__
+        return error_response(502, f"the upstream at {shown} cannot be reached ({kind})")
 
     async def passthrough(request: Request, path: str) -> Response:
         try:
             request_scope(request)
         except AutorecapError as error:
-            return _error(error.http_status, str(error))
+            return error_response(error.http_status, str(error))
         client = pooled()
         body = await request.body()
         try:
@@ -348,9 +349,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 headers=upstream_headers(request),
             )
         except httpx.HTTPError as error:
-            return _error(
-                502, f"the upstream at {shown} cannot be reached ({type(error).__name__})"
-            )
+            return _unreachable(error)
         return Response(masked(response.content), response.status_code, media_type=_media(response))
 
     @app.post("/v1/chat/completions")
@@ -402,20 +401,6 @@ def _dumps(value: Any) -> bytes:
 
 _FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 _SAFE = " !#$&'()*+,/:;=?@[]~"
-
-
-def _header_text(value: str | None) -> str | None:
-    """A header as the client meant it: HTTP carries bytes, which Starlette reads as Latin-1."""
-    if not value:
-        return None
-    with suppress(UnicodeEncodeError, UnicodeDecodeError):
-        value = value.encode("latin-1").decode("utf-8")
-    # The proxy answers with the id percent-encoded (X-Autorecap-Chat): the same id sent back
-    # names the same chat.
-    return unquote(value)
-
-
-_error = error_response
 
 
 def _media(response: httpx.Response) -> str:

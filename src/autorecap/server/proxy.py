@@ -129,9 +129,7 @@ class ChatRegistry:
         self._guard = threading.Lock()  # the dictionaries below, never held for long
         self._locks: dict[str, threading.RLock] = {}
         self._sessions: dict[str, Session] = {}
-        self._dirty: dict[str, dict[int, Message]] = {}
-        self._header_dirty: dict[str, bool] = {}
-        self._saved_version: dict[str, int] = {}
+        self._unsaved: dict[str, _Unsaved] = {}
         self._in_flight = 0
         self._last_answered = 0.0
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
@@ -181,21 +179,12 @@ class ChatRegistry:
                     raise self.store._unknown(chat_id)
                 self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
             chat = self.store.load_chat(chat_id)
-            dirty: dict[int, Message] = {}
-
-            def remember(message: Message | None) -> None:
-                if message is not None:
-                    dirty[id(message)] = message
-                else:
-                    self._header_dirty[chat_id] = True
-
-            chat.listeners.append(remember)
+            unsaved = _Unsaved()
+            chat.listeners.append(unsaved.remember)
             owner = owner_of(chat_id, self.keys_on)
             session = Session(chat, profiles=self.profiles_for(owner))
             with self._guard:
-                self._dirty[chat_id] = dirty
-                self._header_dirty[chat_id] = True
-                self._saved_version[chat_id] = -1
+                self._unsaved[chat_id] = unsaved
                 self._sessions[chat_id] = session
             self._save(chat_id)
             return session
@@ -206,17 +195,17 @@ class ChatRegistry:
         session = self._sessions.get(chat_id)
         if session is None:  # dropped meanwhile
             return
-        dirty = self._dirty[chat_id]
+        unsaved = self._unsaved[chat_id]
         version = session.chat.messages.version
-        structure = version != self._saved_version[chat_id]
-        header = self._header_dirty[chat_id]
-        if not (dirty or structure or header):
+        structure = version != unsaved.list_version
+        header = unsaved.header
+        if not (unsaved.messages or structure or header):
             return
-        changed = list(dirty.values())
-        dirty.clear()
-        self._header_dirty[chat_id] = False
+        changed = list(unsaved.messages.values())
+        unsaved.messages.clear()
+        unsaved.header = False
         self.store.save(session.chat, changed=changed, header=header, structure=structure)
-        self._saved_version[chat_id] = version
+        unsaved.list_version = version
 
     # --- a turn ------------------------------------------------------------------------------
 
@@ -420,11 +409,26 @@ class ChatRegistry:
         """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""
         with self.chat_lock(chat_id), self._guard:
             session = self._sessions.pop(chat_id, None)
-            self._dirty.pop(chat_id, None)
-            self._header_dirty.pop(chat_id, None)
-            self._saved_version.pop(chat_id, None)
+            self._unsaved.pop(chat_id, None)
         if session is not None:
             session.chat.listeners.clear()
+
+
+@dataclass
+class _Unsaved:
+    """What of one open chat is not saved yet (fed by the chat's change listener)."""
+
+    messages: dict[int, Message] = field(default_factory=dict)
+    """Changed messages, by `id()`."""
+    header: bool = True
+    list_version: int = -1
+    """`chat.messages.version` at the last save (-1: the list was never saved from here)."""
+
+    def remember(self, message: Message | None) -> None:
+        if message is not None:
+            self.messages[id(message)] = message
+        else:
+            self.header = True
 
 
 def _log_failure(future: Future[None]) -> None:
