@@ -202,3 +202,53 @@ def test_delete_chat(store: SQLiteStore) -> None:
     store.delete_chat("g")
     assert not store.has_chat("g")
     assert store._db.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+
+
+def _statements(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    return seen
+
+
+def test_an_append_only_save_does_not_read_the_message_order_back(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(50, seed=5, chat_id="g"))
+    chat = store.load_chat("g")
+    seen = _statements(store)
+    for turn in range(3):
+        chat.append({"name": "User", "is_user": True, "mes": f"turn {turn}"})
+        chat.append({"name": "Bot", "mes": f"reply {turn}"})
+        store.save(chat, structure=True)
+    assert not [s for s in seen if "SELECT id, pos FROM messages" in s]
+    assert [m["mes"] for m in store.load_chat("g").messages] == [m["mes"] for m in chat.messages]
+
+
+def test_a_save_after_another_process_changed_the_chat_reads_the_order(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    """The order a connection remembers is dropped when another connection commits: the save
+    then makes the stored list the chat's own (a message added elsewhere is not kept)."""
+    store.import_chat(generate_chat(10, seed=6, chat_id="g"))
+    mine = store.load_chat("g")
+    other = SQLiteStore(tmp_path / "store.db")
+    try:
+        theirs = other.load_chat("g")
+        theirs.append({"name": "Elsewhere", "mes": "added by another process"})
+        other.save(theirs, structure=True)
+    finally:
+        other.close()
+    mine.append({"name": "Here", "mes": "added here"})
+    store.save(mine, structure=True)
+    stored = [m["mes"] for m in store.load_chat("g").messages]
+    assert stored == [m["mes"] for m in mine.messages]
+    assert "added by another process" not in stored
+
+
+def test_deleting_then_appending_uses_the_full_save(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(12, seed=7, chat_id="g"))
+    chat = store.load_chat("g")
+    del chat.messages[4]
+    chat.append({"name": "Bot", "mes": "after a delete"})
+    store.save(chat, structure=True)
+    again = store.load_chat("g")
+    assert [m["mes"] for m in again.messages] == [m["mes"] for m in chat.messages]
+    assert [m.id for m in again.messages] == [m.id for m in chat.messages]

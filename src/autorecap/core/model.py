@@ -127,11 +127,13 @@ class MessageList(list[Message]):
     """`chat.messages`: a list that counts its changes of structure (`version`), so that a save
     knows in O(1) whether messages were added, removed or moved."""
 
-    __slots__ = ("version",)
+    __slots__ = ("adopted", "version")
 
     def __init__(self, items: Iterable[Message] = ()) -> None:
         super().__init__(items)
         self.version = 0
+        self.adopted = -1
+        """`version` when every item was last made a message of the chat (`Chat.adopt_all`)."""
 
     def _changed(self) -> None:
         self.version += 1
@@ -311,10 +313,15 @@ class Chat:
         return adopted
 
     def adopt_all(self) -> None:
-        """Turn plain dicts put straight into `chat.messages` into messages of this chat."""
-        for index, message in enumerate(self.messages):
+        """Turn plain dicts put straight into `chat.messages` into messages of this chat (a
+        list unchanged since the last call is not walked again)."""
+        messages = self._messages
+        if messages.adopted == messages.version:
+            return
+        for index, message in enumerate(messages):
             if not isinstance(message, Message) or message._chat is not self:
-                self.messages[index] = self.adopt(message)
+                messages[index] = self.adopt(message)
+        messages.adopted = messages.version
 
     def __len__(self) -> int:
         return len(self.messages)

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from autorecap.core.model import Message
 from autorecap.core.slots import ExtensionPrompts, Position, Role
 from autorecap.core.tokens import TokenCounter
 
+T = TypeVar("T")
 ROLE_NAMES = {Role.SYSTEM: "system", Role.USER: "user", Role.ASSISTANT: "assistant"}
 MESSAGE_OVERHEAD = 3
 """Tokens a chat-completion message costs beyond its content (role and separators)."""
@@ -141,7 +142,7 @@ def assemble_chat(
         None if context_size is None else context_size - reserve - fixed - in_chat_cost,
         result,
     )
-    spliced = _splice(kept, in_chat)
+    spliced = _splice(kept, in_chat, _injected_item)
     history_messages = [
         item.source if item.source is not None else {"role": item.role, "content": item.content}
         for item in spliced
@@ -153,6 +154,22 @@ def assemble_chat(
     result.history_tokens = sum(counter.count(item.content) + MESSAGE_OVERHEAD for item in kept)
     result.tokens = sum(cost(m) for m in result.messages)
     return result
+
+
+def assemble_messages(
+    main_prompt: Sequence[dict[str, Any]],
+    history: list[dict[str, Any]],
+    slots: ExtensionPrompts,
+) -> list[dict[str, Any]]:
+    """`assemble_chat(...).messages` with no context size to fit, on message objects as a
+    client sent them (`history`: the visible ones, oldest first): the proxy's fast path, made
+    without a `HistoryItem` per message."""
+    result = AssembledPrompt()
+    before = _standalone(slots, Position.BEFORE_PROMPT, result)
+    after = _standalone(slots, Position.IN_PROMPT, result)
+    in_chat = _in_chat_groups(slots, result)
+    spliced = _splice(history, in_chat, _injected_message) if in_chat else history
+    return [*before, *(dict(m) for m in main_prompt), *after, *spliced]
 
 
 def assemble_text(
@@ -205,7 +222,7 @@ def assemble_text(
     if context_size is not None:
         budget = context_size - reserve - fixed - sum(counter.count(t) for t in in_chat_lines)
     kept = _fill(visible, lambda item: counter.count(line(item)), budget, result)
-    spliced = _splice(kept, in_chat)
+    spliced = _splice(kept, in_chat, _injected_item)
     body = "".join(line(item) for item in spliced)
     result.text = f"{head}{body}{tail}"
     result.injected_tokens = injected_cost
@@ -296,16 +313,27 @@ def _fill(
     return kept
 
 
+def _injected_item(role: str, text: str) -> HistoryItem:
+    return HistoryItem(role, text, injected=True)
+
+
+def _injected_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
 def _splice(
-    kept: list[HistoryItem], groups: list[tuple[int, list[tuple[str, str]]]]
-) -> list[HistoryItem]:
-    """`populationInjectionPrompts`: splice each depth's messages into the reversed history at
-    `depth + already inserted`, then reverse back. Past the end means the top."""
+    kept: list[T],
+    groups: list[tuple[int, list[tuple[str, str]]]],
+    make: Callable[[str, str], T],
+) -> list[T]:
+    """`populationInjectionPrompts`: splice each depth's messages (`make(role, text)`) into the
+    reversed history at `depth + already inserted`, then reverse back. Past the end means the
+    top."""
     reversed_items = list(reversed(kept))
     inserted = 0
     for depth, group in groups:
         at = depth + inserted
-        items = [HistoryItem(role, text, injected=True) for role, text in group]
+        items = [make(role, text) for role, text in group]
         reversed_items[at:at] = items
         inserted += len(items)
     reversed_items.reverse()

@@ -3,7 +3,8 @@
 `POST /v1/chat/completions` (streaming or not), `POST /v1/completions` and `GET /v1/models`,
 also under `/c/{chat_id}/v1/...`. A chat completion is reconciled with the stored chat, the
 memory is refreshed and placed, auto-hidden messages are dropped, and the request goes upstream;
-the answer comes back chunk by chunk, bytes unchanged, and is recorded as a message. Recaps are
+the answer comes back chunk by chunk, bytes unchanged (`server.upstream`), and is recorded
+as a message. Recaps are
 made afterwards by the in-process worker, never on the reply path.
 """
 
@@ -12,10 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ import httpx
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -40,6 +40,7 @@ from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
 from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
 from autorecap.server.responses import SafeJSONResponse, error_response
+from autorecap.server.upstream import Upstream
 from autorecap.server.web import web_router
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
@@ -47,8 +48,6 @@ from autorecap.store.sqlite import SQLiteStore
 log = logging.getLogger("autorecap.server")
 T = TypeVar("T")
 SWITCH_INTERVAL_S = 0.0005
-POOLS = 8
-_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "content-encoding"}
 
 
 @dataclass
@@ -86,7 +85,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     registry = ChatRegistry(
         store, queue, context_size=config.context_size, keys_on=keyring is not None
     )
-    state: dict[str, Any] = {}
+    relay = Upstream(upstream, shown, timeout_s=config.timeout_s)
 
     def backend_for(settings: Settings) -> RecapBackend:
         if config.recap_backend == "upstream":
@@ -103,12 +102,6 @@ def create_app(config: ServerConfig) -> FastAPI:
         # would wait up to 5 ms (Python's default switch interval) to get it back, per call.
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        # Several small connection pools rather than one big one: httpx matches requests to
-        # connections by scanning the whole pool, which at 100 requests in flight costs more
-        # than everything else the proxy does. Made when first needed (each costs an SSL
-        # context).
-        state["clients"] = [None] * POOLS
-        state["next"] = 0
         worker = None
         thread = None
         if config.worker:
@@ -126,9 +119,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             if worker is not None and thread is not None:
                 worker.stop()
                 thread.join(timeout=30)
-            for client in state["clients"]:
-                if client is not None:
-                    await client.aclose()
+            await relay.close()
             registry.close()
             store.close()
             sys.setswitchinterval(switch_interval)
@@ -199,12 +190,11 @@ def create_app(config: ServerConfig) -> FastAPI:
             return error_response(400, "the request body must be a JSON object")
         try:
             scope = request_scope(request)
-            incoming = client_messages(body)
-            chosen = (
-                chat_id or header_text(request.headers.get(HEADER_CHAT)) or fingerprint(incoming)
-            )
+            chosen = chat_id or header_text(request.headers.get(HEADER_CHAT))
+            if not chosen:
+                chosen = fingerprint(client_messages(body, opening=True))
             internal = scope.internal(chosen)
-            turn = await in_chat(internal, lambda: registry.begin(internal, body, incoming))
+            turn = await in_chat(internal, lambda: registry.begin(internal, body))
         except AutorecapError as error:
             return error_response(error.http_status, str(error))
         outgoing = dict(body)
@@ -218,84 +208,15 @@ def create_app(config: ServerConfig) -> FastAPI:
                 await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
             registry.settle_later(turn)
 
-        return await forward(
-            request, "chat/completions", content, bool(body.get("stream")), chat_header, done
-        )
-
-    def pooled() -> httpx.AsyncClient:
-        """The next connection pool, round robin."""
-        state["next"] = number = (state["next"] + 1) % POOLS
-        client: httpx.AsyncClient | None = state["clients"][number]
-        if client is None:
-            client = state["clients"][number] = httpx.AsyncClient(
-                timeout=httpx.Timeout(config.timeout_s, connect=10),
-                limits=httpx.Limits(
-                    max_connections=1000 // POOLS, max_keepalive_connections=200 // POOLS
-                ),
-            )
-        return client
-
-    async def forward(
-        request: Request,
-        path: str,
-        content: bytes,
-        stream: bool,
-        extra_headers: dict[str, str],
-        done: Callable[[bytes | None, bool], Awaitable[None]],
-    ) -> Response:
-        """Send `content` upstream and relay the answer: streamed chunk by chunk as it
-        arrives, bytes unchanged; errors with their status and body. `done(answer, streamed)`
-        gets the whole answer, or None when there was none (an error, a client that left)."""
-        client = pooled()
-        url = f"{upstream}/{path}"
-        headers = upstream_headers(request)
-        if stream:
-            upstream_request = client.build_request("POST", url, content=content, headers=headers)
-            try:
-                response = await client.send(upstream_request, stream=True)
-            except httpx.HTTPError as error:
-                await done(None, True)
-                return _unreachable(error)
-            if response.status_code >= 400:
-                failed = await response.aread()
-                await response.aclose()
-                await done(None, True)
-                return Response(masked(failed), response.status_code, media_type=_media(response))
-
-            async def relay() -> AsyncIterator[bytes]:
-                pieces: list[bytes] = []
-                completed = False
-                try:
-                    async for chunk in response.aiter_raw():
-                        pieces.append(chunk)
-                        yield chunk
-                    completed = True
-                finally:
-                    # A client that went away cancels this generator: closing the upstream
-                    # response drops its connection, which stops the generation there.
-                    await response.aclose()
-                    streamed = b"".join(pieces)
-                    # A client may hang up at [DONE] before the body ends: the reply is whole.
-                    whole = completed or b"[DONE]" in streamed or _FINISHED.search(streamed)
-                    await done(streamed if whole else None, True)
-
-            return StreamingResponse(
-                relay(),
-                status_code=response.status_code,
-                media_type=_media(response),
-                headers=extra_headers,
-            )
-        try:
-            response = await client.post(url, content=content, headers=headers)
-        except httpx.HTTPError as error:
-            await done(None, False)
-            return _unreachable(error)
-        await done(response.content if response.status_code < 400 else None, False)
-        return Response(
-            masked(response.content),
-            response.status_code,
-            media_type=_media(response),
-            headers=extra_headers,
+        return await relay.forward(
+            "POST",
+            "chat/completions",
+            content,
+            upstream_headers(request),
+            stream=bool(body.get("stream")),
+            extra_headers=chat_header,
+            done=done,
+            mask=masked,
         )
 
     async def text_completions(request: Request, chat_id: str | None) -> Response:
@@ -326,31 +247,30 @@ def create_app(config: ServerConfig) -> FastAPI:
                     if memory.strip() and memory.strip() not in prompt:
                         raw = _dumps({**body, "prompt": f"{memory}\n{prompt}"})
                     extra["X-Autorecap-Chat"] = quote(named, safe=_SAFE)
-            return await forward(
-                request, "completions", raw, bool(body.get("stream")), extra, _nothing
+            return await relay.forward(
+                "POST",
+                "completions",
+                raw,
+                upstream_headers(request),
+                stream=bool(body.get("stream")),
+                extra_headers=extra,
+                mask=masked,
             )
-
-    def _unreachable(error: httpx.HTTPError) -> JSONResponse:
-        kind = type(error).__name__
-        return error_response(502, f"the upstream at {shown} cannot be reached ({kind})")
 
     async def passthrough(request: Request, path: str) -> Response:
         try:
             request_scope(request)
         except AutorecapError as error:
             return error_response(error.http_status, str(error))
-        client = pooled()
         body = await request.body()
-        try:
-            response = await client.request(
-                request.method,
-                f"{upstream}/{path}",
-                content=body or None,
-                headers=upstream_headers(request),
-            )
-        except httpx.HTTPError as error:
-            return _unreachable(error)
-        return Response(masked(response.content), response.status_code, media_type=_media(response))
+        return await relay.forward(
+            request.method,
+            path,
+            body or None,
+            upstream_headers(request),
+            stream=False,
+            mask=masked,
+        )
 
     @app.post("/v1/chat/completions")
     async def chat_default(request: Request) -> Response:
@@ -379,10 +299,6 @@ def create_app(config: ServerConfig) -> FastAPI:
     return app
 
 
-async def _nothing(answer: bytes | None, streamed: bool) -> None:
-    """A text completion records nothing."""
-
-
 def _loads(raw: bytes) -> Any:
     """JSON in: orjson, or the standard library for what orjson refuses (lone surrogates)."""
     try:
@@ -399,12 +315,7 @@ def _dumps(value: Any) -> bytes:
         return json.dumps(value).encode()
 
 
-_FINISHED = re.compile(rb'"finish_reason"\s*:\s*"')
 _SAFE = " !#$&'()*+,/:;=?@[]~"
-
-
-def _media(response: httpx.Response) -> str:
-    return str(response.headers.get("content-type", "application/json"))
 
 
 def _reply_text(content: bytes) -> str:

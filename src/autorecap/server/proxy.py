@@ -8,20 +8,20 @@ object per chat, one lock), and every change is saved to the store at once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
-from autorecap.core.model import NARRATOR_TYPE, Chat, Message
-from autorecap.core.prompt import HistoryItem, assemble_chat
+from autorecap.core.model import Chat, Message
+from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_messages
 from autorecap.core.reconcile import ClientMessage, Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
-from autorecap.errors import AutorecapError
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
@@ -29,58 +29,29 @@ from autorecap.llm.base import RecapBackend
 from autorecap.paths import autorecap_home
 from autorecap.profiles import SETTINGS_FILE, Profiles
 from autorecap.server.access import owner_of
+from autorecap.server.echo import (
+    Echo,
+    ProxyError,
+    client_messages,
+    extend,
+    fast_plan,
+    fingerprint,
+    remember,
+    request_messages,
+    stored_pairs,
+)
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
+_HIDDEN = operator.methodcaller("get", "is_system")
 log = logging.getLogger("autorecap.server")
 QUIET_S = 0.05
 """How long after a request the recap worker waits before taking a job."""
-
-
-class ProxyError(AutorecapError):
-    """A request the proxy cannot make sense of."""
-
-    http_status = 400
-
-
-def fingerprint(messages: Sequence[ClientMessage]) -> str:
-    """A chat id from a request's opening (the system prompt and the first history message),
-    which stays the same for the chat's whole life."""
-    system = next((m.content for m in messages if m.role == "system"), "")
-    first = next((m.content for m in messages if m.role != "system"), "")
-    digest = hashlib.sha256(f"{system}\x00{first}".encode("utf-8", "surrogatepass"))
-    return f"fp-{digest.hexdigest()[:16]}"
-
-
-def client_messages(body: dict[str, Any]) -> list[ClientMessage]:
-    """The request's messages as text (multi-part contents keep their text parts)."""
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise ProxyError("the request has no `messages` list: send an OpenAI chat completion")
-    found: list[ClientMessage] = []
-    for at, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise ProxyError("every entry of `messages` must be an object with role and content")
-        content = item.get("content")
-        role = item.get("role")
-        if type(content) is str and type(role) is str and "name" not in item:  # the usual case
-            found.append(ClientMessage(role, content, "", at))
-            continue
-        if isinstance(content, list):  # [{"type": "text", "text": ...}, {"type": "image_url"}]
-            content = "\n".join(
-                str(part["text"]) for part in content if isinstance(part, dict) and "text" in part
-            )
-        found.append(
-            ClientMessage(
-                str(item.get("role", "user")),
-                str(content or ""),
-                str(item.get("name") or ""),
-                at,
-            )
-        )
-    return found
+ECHOES = 512
+"""How many chats' last requests are kept for the fast path (`server.echo`)."""
+__all__ = ["HEADER_CHAT", "ChatRegistry", "ProxyError", "Turn", "client_messages", "fingerprint"]
 
 
 @dataclass
@@ -130,6 +101,12 @@ class ChatRegistry:
         self._locks: dict[str, threading.RLock] = {}
         self._sessions: dict[str, Session] = {}
         self._unsaved: dict[str, _Unsaved] = {}
+        self._echoes: dict[str, Echo] = {}
+        self.fast = True
+        """Recognise a chat's next request from its last one (`server.echo`); off, every
+        request is reconciled in full (the tests compare the two)."""
+        self.fast_turns = 0
+        """Requests reconciled by the fast path."""
         self._in_flight = 0
         self._last_answered = 0.0
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
@@ -215,13 +192,21 @@ class ChatRegistry:
         """Reconcile the request with the chat (firing the seeds' events) and build what goes
         upstream: hidden messages dropped, the memory placed, unless the client carries it.
         Nothing is saved here (see `settle`)."""
-        incoming = incoming if incoming is not None else client_messages(body)
+        sent = request_messages(body)
         with self.chat_lock(chat_id):
             session = self.session(chat_id)
             chat = session.chat
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
-            stored = _stored(chat.messages)
-            result = plan(stored, incoming, injected=injected, generating=True)
+            echo = self._echoes.pop(chat_id, None)
+            fast = None
+            if self.fast and incoming is None and self.context_size is None:
+                fast = fast_plan(echo, chat, sent, injected)
+            if fast is not None:
+                result = fast
+                self.fast_turns += 1
+            else:
+                incoming = incoming if incoming is not None else client_messages(body)
+                result = plan(stored_pairs(chat.messages), incoming, injected=injected)
             last = len(result.ops) - 1
             touched: list[Message] = []
             for number, op in enumerate(result.ops):
@@ -233,8 +218,20 @@ class ChatRegistry:
                     touched.append(chat.messages[op.index])
             if result.ops:
                 session.refresh()
-            outgoing = self._outgoing(session, result, body["messages"])
+            if fast is not None and echo is not None:
+                outgoing = self._outgoing_fast(session, result, sent, echo.lead)
+                self._keep_echo(chat_id, extend(echo, chat, sent))
+            else:
+                outgoing = self._outgoing(session, result, sent)
+                self._keep_echo(chat_id, remember(chat, sent, result))
             return Turn(chat_id, outgoing, result.regenerate, result, injected, touched, chat)
+
+    def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
+        if echo is None:
+            return
+        self._echoes[chat_id] = echo
+        while len(self._echoes) > ECHOES:  # the least recently used goes
+            self._echoes.pop(next(iter(self._echoes)))
 
     def _apply(
         self,
@@ -293,6 +290,19 @@ class ChatRegistry:
             system, history, slots, session.counter, context_size=self.context_size, count=False
         )
         return built.messages
+
+    def _outgoing_fast(
+        self, session: Session, result: Plan, sent: list[Any], lead: int
+    ) -> list[dict[str, Any]]:
+        """`_outgoing` for a request whose history is all user and assistant messages, each
+        the stored message at the same place: made from the client's own message objects."""
+        history = sent[lead:]
+        stored = session.chat.messages
+        hidden = list(map(_HIDDEN, stored[: len(history)]))
+        if any(hidden):
+            history = list(compress(history, map(operator.not_, hidden)))
+        slots = ExtensionPrompts() if result.carries_injection else session.slots
+        return assemble_messages(sent[:lead], history, slots)
 
     def record(self, turn: Turn, reply: str) -> None:
         """Put the answer into the in-memory chat: a new message, or a new swipe of the
@@ -410,6 +420,7 @@ class ChatRegistry:
         with self.chat_lock(chat_id), self._guard:
             session = self._sessions.pop(chat_id, None)
             self._unsaved.pop(chat_id, None)
+            self._echoes.pop(chat_id, None)
         if session is not None:
             session.chat.listeners.clear()
 
@@ -435,20 +446,3 @@ def _log_failure(future: Future[None]) -> None:
     error = future.exception()
     if error is not None:
         log.error("saving a chat failed: %s", error)
-
-
-def _stored(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    """(role, text) of every stored message, as the client would send it (`_role` inlined:
-    this runs over the whole chat on every request)."""
-    pairs = []
-    for message in messages:
-        text = message.get("mes")
-        if type(text) is not str:
-            text = message.text
-        if message.get("is_user"):
-            pairs.append(("user", text))
-            continue
-        extra = message.get("extra")
-        narrator = type(extra) is dict and extra.get("type") == NARRATOR_TYPE
-        pairs.append(("system" if narrator else "assistant", text))
-    return pairs

@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,11 @@ class SQLiteStore(ChatStore):
         self._lock = threading.RLock()
         self.structure_version = 0
         """Counts this connection's changes to chats' message lists (caches key on it)."""
+        self._orders: dict[str, list[int | None]] = {}
+        """Per chat, its stored message ids in order, as this connection last wrote or read
+        them: a save that only appends messages need not read them back. Forgotten when
+        another connection commits (`data_version`)."""
+        self._orders_version = -1
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30
@@ -89,6 +94,7 @@ class SQLiteStore(ChatStore):
         layout = chat.layout
         self.structure_version += 1
         with self._lock, self._transaction():
+            self._orders.pop(new_id, None)
             if self._exists(new_id):
                 if not replace:
                     raise StoreError(
@@ -157,6 +163,8 @@ class SQLiteStore(ChatStore):
                 "ORDER BY seq",
                 (chat_id,),
             ).fetchall()
+            self._check_orders()
+            self._orders[chat_id] = [row[0] for row in rows]
         header_raw, header_data, layout_text = head
         layout = _layout_from_json(layout_text)
         layout.header_raw = header_raw
@@ -196,6 +204,7 @@ class SQLiteStore(ChatStore):
     def delete_chat(self, chat_id: str) -> None:
         self.structure_version += 1
         with self._lock, self._transaction():
+            self._orders.pop(chat_id, None)
             if not self._exists(chat_id):
                 raise self._unknown(chat_id)
             self._db.execute("DELETE FROM chats WHERE id = ?", (chat_id,))
@@ -253,7 +262,19 @@ class SQLiteStore(ChatStore):
         for message, row_id in new_ids:
             message._id = row_id
             message._chat = chat
+        if structure or full:
+            with self._lock:
+                self._check_orders()
+                self._orders[chat.id] = [m._id for m in chat.messages]
         return written
+
+    def _check_orders(self) -> None:
+        """Clear `_orders` when another connection committed since it was made (hold the
+        lock)."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._orders_version:
+            self._orders.clear()
+            self._orders_version = version
 
     def data_version(self) -> int:
         """Changes whenever another connection (another process) commits to the database."""
@@ -269,6 +290,19 @@ class SQLiteStore(ChatStore):
     def _save_structure(self, chat: Chat, next_pos: int, new_ids: list[tuple[Message, int]]) -> int:
         """Insert new messages, delete removed ones, and keep the stored order."""
         self.structure_version += 1
+        self._check_orders()
+        known = self._orders.pop(chat.id, None)
+        if known is not None:
+            ids = [m._id for m in chat.messages]
+            if ids[: len(known)] == known and ids.count(None) == len(ids) - len(known):
+                # Messages appended at the end, and the stored order known: no need to read it.
+                fresh = chat.messages[len(known) :]
+                self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids)
+                self._db.execute(
+                    "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
+                    (next_pos + len(fresh), time.time(), chat.id),
+                )
+                return len(fresh)
         stored = self._db.execute(
             "SELECT id, pos FROM messages WHERE chat_id = ? ORDER BY pos", (chat.id,)
         ).fetchall()
@@ -287,18 +321,27 @@ class SQLiteStore(ChatStore):
         else:
             new_positions = self._renumber(chat, stored, base=next_pos)
             next_pos += len(chat.messages)
-        fresh = (m for m in chat.messages if m._id is None)
-        for message, pos in zip(fresh, new_positions, strict=True):
-            cursor = self._db.execute(
-                "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,0)",
-                (chat.id, pos, None, None, _changed_message_json(message)),
-            )
-            new_ids.append((message, int(cursor.lastrowid or 0)))
+        self._insert(chat, [m for m in chat.messages if m._id is None], new_positions, new_ids)
         self._db.execute(
             "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
             (next_pos, time.time(), chat.id),
         )
         return len(removed) + new_count
+
+    def _insert(
+        self,
+        chat: Chat,
+        fresh: Sequence[Message],
+        positions: Iterable[int],
+        new_ids: list[tuple[Message, int]],
+    ) -> None:
+        """Insert messages not stored yet at `positions` (their ids go in `new_ids`)."""
+        for message, pos in zip(fresh, positions, strict=True):
+            cursor = self._db.execute(
+                "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,0)",
+                (chat.id, pos, None, None, _changed_message_json(message)),
+            )
+            new_ids.append((message, int(cursor.lastrowid or 0)))
 
     def _renumber(self, chat: Chat, stored: list[tuple[int, int]], *, base: int) -> list[int]:
         """Number every message `base + index` in the chat's current order (a rare path: a
