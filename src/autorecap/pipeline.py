@@ -47,6 +47,7 @@ from autorecap.llm.offline_scenes import (
     pick_scene_starts,
     score_scene_starts,
 )
+from autorecap.pacing import pause
 from autorecap.recaps import RecapStats, recap_all
 from autorecap.settings import Settings
 
@@ -167,6 +168,7 @@ def detect_scene_breaks(
     minimum = settings.auto_scene_break_minimum_scene_length
     if end - start + 1 < minimum:
         return []
+    pause()
     if isinstance(backend, OfflineBackend):
         found = _offline_breaks(messages, start, end, minimum)
     else:
@@ -278,6 +280,7 @@ def recap_scenes(
     ]
     made = 0
     for done, scene in enumerate(closed, start=1):
+        pause()
         message = chat.messages[scene.end]
         members = chat.messages[scene.start : scene.end + 1]
         scene_hash = content_hash(members)
@@ -340,6 +343,7 @@ def update_running_recap(
     pending = [s for s in eligible if s.end > done_until]
     added = 0
     for step, scene in enumerate(pending, start=1):
+        pause()
         previous = running.current(chat)
         previous_text = str(previous.get("content", "")) if previous else ""
         try:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager as ContextManager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +30,14 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.llm.base import RecapBackend
+from autorecap.pacing import pausing
 from autorecap.profiles import Profiles
 from autorecap.settings import Settings
 from autorecap.store.migrations import UnknownChatError
 
 log = logging.getLogger("autorecap.jobs")
+SLICE_S = 0.02
+"""How long a job runs without pausing once it has waited `patience_s` for requests."""
 
 
 class JobCancelledError(AutorecapError):
@@ -68,6 +72,7 @@ class Worker:
         settings_source: Callable[[Chat], Settings] | None = None,
         yield_to: Callable[[], bool] | None = None,
         patience_s: float = 1.0,
+        wanted: Callable[[str], bool] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -89,6 +94,9 @@ class Worker:
         """While it answers True (requests are being answered), take no new job, for up to
         `patience_s` at a time: recaps still progress under constant traffic."""
         self.patience_s = patience_s
+        self.wanted = wanted
+        """True while a request waits for a chat's lock: a job holding it does not pause."""
+        self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
         self._running: set[int] = set()
@@ -175,7 +183,8 @@ class Worker:
             return
         try:
             self.check_cancel(job)
-            handler(self, job)
+            with pausing(self._pause):
+                handler(self, job)
         except UnknownChatError:
             log.info("job %s (%s): its chat was deleted; nothing to do", job.id, job.label)
             self.queue.complete(job)
@@ -205,12 +214,42 @@ class Worker:
         if self.queue.cancel_requested(job):
             raise JobCancelledError(f"job {job.id} was cancelled")
 
-    def chat_lock(self, chat_id: str) -> ContextManager[Any]:
+    @contextmanager
+    def chat_lock(self, chat_id: str) -> Iterator[None]:
         """The lock that guards one chat's in-memory copy (the server's, when it shares its
         chats; else the worker's own)."""
-        if self._chat_lock is not None:
-            return self._chat_lock(chat_id)
-        return self._lock
+        lock = self._chat_lock(chat_id) if self._chat_lock is not None else self._lock
+        with lock:
+            held = self._held()
+            held.append(chat_id)
+            try:
+                yield
+            finally:
+                held.remove(chat_id)
+
+    def _held(self) -> list[str]:
+        """The chats whose lock this thread holds."""
+        held: list[str] | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = []
+        return held
+
+    def _pause(self) -> None:
+        """A job's pause point (`autorecap.pacing`): wait while requests are being answered,
+        unless one of them waits for a chat this job holds (it had better finish), for up to
+        `patience_s`; after waiting that long, run on for `SLICE_S` before pausing again, so
+        that recaps progress under constant traffic."""
+        if self.yield_to is None or time.monotonic() < getattr(self._local, "run_until", 0.0):
+            return
+        held = self._held()
+        waited_until = time.monotonic() + self.patience_s
+        while self.yield_to() and not self.stop_event.is_set():
+            if held and self.wanted is not None and any(self.wanted(c) for c in held):
+                return
+            if time.monotonic() >= waited_until:
+                self._local.run_until = time.monotonic() + SLICE_S
+                return
+            time.sleep(0.002)
 
     def chat(self, chat_id: str) -> Chat:
         """The chat, loaded once and reloaded when another process changed the database."""

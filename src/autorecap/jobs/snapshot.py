@@ -19,6 +19,7 @@ from autorecap.core import running
 from autorecap.core.data import read_namespace, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.errors import AutorecapError
+from autorecap.pacing import pause
 
 
 class ChangedMeanwhileError(AutorecapError):
@@ -32,7 +33,9 @@ class Snapshot:
         self.copy = Chat(header=copy.deepcopy(chat.header), chat_id=chat.id)
         self.copy.layout = chat.layout
         self._live = list(chat.messages)
-        for message in self._live:
+        for number, message in enumerate(self._live):
+            if number % 100 == 0:
+                pause()
             copied = self.copy.append(copy.deepcopy(dict(message)))
             copied._id = message._id
         self._before = [_namespace_json(m) for m in self.copy.messages]

@@ -28,6 +28,7 @@ from autorecap.llm.offline_scenes import (
     pick_sentences,
     score_scene_starts,
 )
+from autorecap.pacing import pause
 
 _SENTENCE = re.compile(r"[^.!?…]+(?:[.!?…]+[\"'”’)\]]*|$)")
 # Abbreviations whose full stop does not end a sentence ("Mr. Pell"): glued before splitting.
@@ -125,6 +126,7 @@ class OfflineBackend(RecapBackend):
         kept_words: list[frozenset[str]] = []
         known = _name_words(request.user, request.char, *(m.name for m in request.messages))
         for message in request.messages:
+            pause()
             source = _strip_name(message.recap, message.name) if message.recap else message.text
             name = message.name.strip()
             for sentence in self._score(_clean(source), known):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from autorecap.core.tokens import TokenCounter
+from autorecap.pacing import pause
 
 _WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ][A-Za-zÀ-ÖØ-öø-ÿ'’-]*")
 _MARKUP = re.compile(r"[*_~`\"“”]+")
@@ -78,6 +79,8 @@ def score_scene_starts(
     typical = positive[len(positive) // 2] if positive else None
     scored: list[BreakCandidate] = []
     for index in range(1, count):
+        if index % 64 == 0:
+            pause()
         opening = _MARKUP.sub("", texts[index])[:160]
         cue = bool(_TIME_CUE.search(opening))
         before: set[str] = set().union(*words[max(0, index - window) : index])
@@ -165,6 +168,7 @@ def fit_lines(
     if total() <= budget:
         return lines
     for index in range(len(lines) - 1):
+        pause()
         others = " ".join(lines[:index] + lines[index + 1 :])
         known = frozenset(w for w in _WORD.findall(others) if w[0].isupper())
         lines[index] = shrink(lines[index], known)

@@ -180,7 +180,7 @@ def _import(
             '`"chat_metadata": {}`) and import again',
             field="body",
         )
-    with registry.chat_lock(internal):
+    with registry.hold(internal):
         if registry.store.has_chat(internal):
             if not replace:
                 raise ConflictError(
@@ -252,7 +252,7 @@ def get_chat(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
 def export_chat(chat: str, scope: Owner, registry: Registry) -> Response:
     """The chat as a SillyTavern chat file, byte for byte the imported one where unchanged."""
     internal = scope.internal(chat)
-    with registry.chat_lock(internal):
+    with registry.hold(internal):
         if not registry.store.has_chat(internal):
             raise unknown_chat(chat)
         if internal in registry.sessions():
@@ -272,7 +272,7 @@ def export_chat(chat: str, scope: Owner, registry: Registry) -> Response:
 def delete_chat(chat: str, scope: Owner, registry: Registry) -> Response:
     """Delete the chat and cancel its jobs."""
     internal = scope.internal(chat)
-    with registry.chat_lock(internal):
+    with registry.hold(internal):
         if not registry.store.has_chat(internal):
             raise unknown_chat(chat)
         _cancel_jobs(registry, internal)

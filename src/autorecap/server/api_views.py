@@ -39,7 +39,7 @@ def open_chat(
     With `flush`, changes the proxy has not saved yet are saved first (new messages get their
     store ids, which jobs need)."""
     internal = scope.internal(chat)
-    with registry.chat_lock(internal):
+    with registry.hold(internal):
         if not registry.store.has_chat(internal):
             raise unknown_chat(chat)
         if flush:

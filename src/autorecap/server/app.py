@@ -38,7 +38,13 @@ from autorecap.llm.openai_compat import make_backend
 from autorecap.server.access import KeyRing, header_text, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
-from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, client_messages, fingerprint
+from autorecap.server.proxy import (
+    HEADER_CHAT,
+    ChatRegistry,
+    Turn,
+    client_messages,
+    fingerprint,
+)
 from autorecap.server.responses import SafeJSONResponse, error_response
 from autorecap.server.upstream import Upstream
 from autorecap.server.web import web_router
@@ -175,13 +181,41 @@ def create_app(config: ServerConfig) -> FastAPI:
                 return work()
             finally:
                 lock.release()
-        return await run_in_threadpool(work)
+        return await run_in_threadpool(work)  # `work` waits for the lock (as wanted) there
 
     async def chat_completions(request: Request, chat_id: str | None) -> Response:
+        # Counted as answering while the proxy computes (reconciling, building the request,
+        # recording the reply): recap jobs hold back then. Not while the upstream generates,
+        # which may take a minute: the worker's time, and no CPU of the reply path's.
         with registry.answering():
-            return await answer(request, chat_id)
+            prepared = await prepare(request, chat_id)
+        if isinstance(prepared, Response):
+            return prepared
+        turn, content, chosen, stream = prepared
 
-    async def answer(request: Request, chat_id: str | None) -> Response:
+        async def done(answer: bytes | None, streamed: bool) -> None:
+            if answer is not None:
+                reply = _streamed_text(answer) if streamed else _reply_text(answer)
+                with registry.answering():
+                    await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
+            registry.settle_later(turn)
+
+        return await relay.forward(
+            "POST",
+            "chat/completions",
+            content,
+            upstream_headers(request),
+            stream=stream,
+            extra_headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
+            done=done,
+            mask=masked,
+        )
+
+    async def prepare(
+        request: Request, chat_id: str | None
+    ) -> Response | tuple[Turn, bytes, str, bool]:
+        """The turn, the body to send upstream, the chat's id as the client named it (or its
+        fingerprint) and whether to stream; or the error to answer with."""
         try:
             body = _loads(await request.body())
         except ValueError:
@@ -199,25 +233,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             return error_response(error.http_status, str(error))
         outgoing = dict(body)
         outgoing["messages"] = turn.messages
-        content = _dumps(outgoing)
-        chat_header = {"X-Autorecap-Chat": quote(chosen, safe=_SAFE)}
-
-        async def done(answer: bytes | None, streamed: bool) -> None:
-            if answer is not None:
-                reply = _streamed_text(answer) if streamed else _reply_text(answer)
-                await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
-            registry.settle_later(turn)
-
-        return await relay.forward(
-            "POST",
-            "chat/completions",
-            content,
-            upstream_headers(request),
-            stream=bool(body.get("stream")),
-            extra_headers=chat_header,
-            done=done,
-            mask=masked,
-        )
+        return turn, _dumps(outgoing), chosen, bool(body.get("stream"))
 
     async def text_completions(request: Request, chat_id: str | None) -> Response:
         """A text completion: the prompt is one string, so there is no history to reconcile;
@@ -247,15 +263,15 @@ def create_app(config: ServerConfig) -> FastAPI:
                     if memory.strip() and memory.strip() not in prompt:
                         raw = _dumps({**body, "prompt": f"{memory}\n{prompt}"})
                     extra["X-Autorecap-Chat"] = quote(named, safe=_SAFE)
-            return await relay.forward(
-                "POST",
-                "completions",
-                raw,
-                upstream_headers(request),
-                stream=bool(body.get("stream")),
-                extra_headers=extra,
-                mask=masked,
-            )
+        return await relay.forward(  # the upstream's time is not the proxy's (see above)
+            "POST",
+            "completions",
+            raw,
+            upstream_headers(request),
+            stream=bool(body.get("stream")),
+            extra_headers=extra,
+            mask=masked,
+        )
 
     async def passthrough(request: Request, path: str) -> Response:
         try:

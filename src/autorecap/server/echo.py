@@ -55,7 +55,7 @@ def client_messages(
             raise ProxyError("every entry of `messages` must be an object with role and content")
         content = item.get("content")
         role = item.get("role")
-        if type(content) is str and type(role) is str and "name" not in item:  # the usual case
+        if type(content) is str and type(role) is str and role in _ROLES and "name" not in item:
             found.append(ClientMessage(role, content, "", at))
         else:
             if isinstance(content, list):  # [{"type": "text", "text": ...}, {"type": "image"}]
@@ -66,7 +66,7 @@ def client_messages(
                 )
             found.append(
                 ClientMessage(
-                    str(item.get("role", "user")),
+                    _role(item.get("role", "user")),
                     str(content or ""),
                     str(item.get("name") or ""),
                     at,
@@ -75,6 +75,15 @@ def client_messages(
         if opening and found[-1].role != "system":
             break
     return found
+
+
+_ROLES = frozenset({"user", "assistant", "system"})
+
+
+def _role(role: object) -> str:
+    """The role as reconciliation sees it: user, assistant, or system for every other
+    (`developer`, `tool`, a frontend's own): stored as narrator messages, compared as such."""
+    return role if isinstance(role, str) and role in _ROLES else "system"
 
 
 def fingerprint(messages: Sequence[ClientMessage]) -> str:
@@ -112,8 +121,11 @@ class Echo:
     sent: list[Any]
     lead: int
     """The leading system messages (the main prompt)."""
+    ids: list[int]
+    """`id()` of the stored messages matched by the request's history, once reconciled (a
+    message deleted meanwhile shifts them, even when its neighbour has the same text)."""
     texts: list[Any]
-    """`mes` of the stored messages matched by the request's history, once reconciled."""
+    """Their `mes` (a message edited meanwhile changes it)."""
 
     @property
     def history(self) -> int:
@@ -123,13 +135,18 @@ class Echo:
 def remember(chat: Chat, sent: list[Any], result: Plan) -> Echo | None:
     """What to keep of a reconciled request, when its history holds only user and assistant
     messages (after `result`'s operations, the stored chat begins with exactly them)."""
-    lead = len(result.system)
+    lead = 0
+    while lead < len(result.system) and result.system[lead].at == lead:
+        lead += 1
+    if lead != len(result.system):
+        return None  # a system message inside the history carries our memory
     history = len(sent) - lead
     if len(result.history) != history or any(m.role == "system" for m in result.history):
         return None
     if len(chat.messages) < history:
         return None
-    return Echo(chat, sent, lead, list(map(_TEXT, chat.messages[:history])))
+    matched = chat.messages[:history]
+    return Echo(chat, sent, lead, list(map(id, matched)), list(map(_TEXT, matched)))
 
 
 def extend(echo: Echo, chat: Chat, sent: list[Any]) -> Echo | None:
@@ -138,8 +155,14 @@ def extend(echo: Echo, chat: Chat, sent: list[Any]) -> Echo | None:
     history = len(sent) - echo.lead
     if len(chat.messages) < history:
         return None
-    added = list(map(_TEXT, chat.messages[echo.history : history]))
-    return Echo(chat, sent, echo.lead, echo.texts + added)
+    added = chat.messages[echo.history : history]
+    return Echo(
+        chat,
+        sent,
+        echo.lead,
+        echo.ids + list(map(id, added)),
+        echo.texts + list(map(_TEXT, added)),
+    )
 
 
 def fast_plan(
@@ -154,7 +177,10 @@ def fast_plan(
         return None
     matched = echo.history
     stored = chat.messages
-    if len(stored) < matched or list(map(_TEXT, stored[:matched])) != echo.texts:
+    if len(stored) < matched:
+        return None
+    kept = stored[:matched]
+    if list(map(id, kept)) != echo.ids or list(map(_TEXT, kept)) != echo.texts:
         return None  # a stored message was edited or removed meanwhile
     added = client_messages({"messages": sent}, start=known)
     if any(m.role == "system" for m in added):

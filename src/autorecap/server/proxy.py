@@ -102,6 +102,7 @@ class ChatRegistry:
         self._sessions: dict[str, Session] = {}
         self._unsaved: dict[str, _Unsaved] = {}
         self._echoes: dict[str, Echo] = {}
+        self._wanting: dict[str, int] = {}
         self.fast = True
         """Recognise a chat's next request from its last one (`server.echo`); off, every
         request is reconciled in full (the tests compare the two)."""
@@ -132,6 +133,14 @@ class ChatRegistry:
                 lock = self._locks[chat_id] = threading.RLock()
             return lock
 
+    @contextlib.contextmanager
+    def hold(self, chat_id: str) -> Iterator[None]:
+        """The chat's lock, for the proxy's own work (requests, the API, saves): counted as
+        wanted meanwhile, so that a recap job holding it does not pause (`Worker._pause`).
+        The worker takes `chat_lock` itself."""
+        with self.wanting(chat_id), self.chat_lock(chat_id):
+            yield
+
     def chat(self, chat_id: str) -> Chat:
         """The in-memory chat (shared with the worker). A chat that is not stored (deleted
         meanwhile) is an `UnknownChatError`, never created again."""
@@ -147,7 +156,7 @@ class ChatRegistry:
         session = self._sessions.get(chat_id)
         if session is not None:
             return session
-        with self.chat_lock(chat_id):
+        with self.hold(chat_id):
             session = self._sessions.get(chat_id)
             if session is not None:
                 return session
@@ -193,7 +202,7 @@ class ChatRegistry:
         upstream: hidden messages dropped, the memory placed, unless the client carries it.
         Nothing is saved here (see `settle`)."""
         sent = request_messages(body)
-        with self.chat_lock(chat_id):
+        with self.hold(chat_id):
             session = self.session(chat_id)
             chat = session.chat
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
@@ -309,7 +318,7 @@ class ChatRegistry:
         regenerated one (nothing when the reply did not arrive whole)."""
         if not reply:
             return
-        with self.chat_lock(turn.chat_id):
+        with self.hold(turn.chat_id):
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
                 log.info(
@@ -324,7 +333,7 @@ class ChatRegistry:
 
     def settle(self, turn: Turn) -> None:
         """Save the turn's changes and queue recap jobs for the messages it added or changed."""
-        with self.chat_lock(turn.chat_id):
+        with self.hold(turn.chat_id):
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
                 return  # deleted or replaced meanwhile: its successor is saved on its own
@@ -362,6 +371,7 @@ class ChatRegistry:
             chat_lock=self.chat_lock,
             settings_source=self.settings_of,
             yield_to=self.busy,
+            wanted=self.wanted,
             **options,
         )
 
@@ -372,7 +382,7 @@ class ChatRegistry:
     def memory_text(self, chat_id: str) -> str:
         """The chat's memory as text (its injected slots, refreshed), for prompts that are one
         string: the running recap, then the short-term recaps when they are on."""
-        with self.chat_lock(chat_id):
+        with self.hold(chat_id):
             session = self.session(chat_id, create=False)
             session.refresh()
             parts = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
@@ -392,6 +402,23 @@ class ChatRegistry:
                 self._in_flight -= 1
                 self._last_answered = time.monotonic()
 
+    @contextlib.contextmanager
+    def wanting(self, chat_id: str) -> Iterator[None]:
+        """Count a request as waiting for (or holding) a chat's lock: a recap job that holds
+        it finishes without pausing."""
+        with self._guard:
+            self._wanting[chat_id] = self._wanting.get(chat_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._guard:
+                left = self._wanting.pop(chat_id) - 1
+                if left:
+                    self._wanting[chat_id] = left
+
+    def wanted(self, chat_id: str) -> bool:
+        return chat_id in self._wanting
+
     def busy(self) -> bool:
         """True while requests are being answered, and for a moment after one (a frontend
         often sends the next request at once): recap jobs wait for a quiet moment."""
@@ -408,7 +435,7 @@ class ChatRegistry:
         """The chat's session, with its lock held; whatever changed is saved on the way out.
         `chat_id` is the store's id (`Scope.internal`). An unknown chat is an error, not a new
         chat: only the proxy creates chats on first sight."""
-        with self.chat_lock(chat_id):
+        with self.hold(chat_id):
             session = self.session(chat_id, create=False)
             try:
                 yield session
@@ -417,7 +444,7 @@ class ChatRegistry:
 
     def drop(self, chat_id: str) -> None:
         """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""
-        with self.chat_lock(chat_id), self._guard:
+        with self.hold(chat_id), self._guard:
             session = self._sessions.pop(chat_id, None)
             self._unsaved.pop(chat_id, None)
             self._echoes.pop(chat_id, None)
