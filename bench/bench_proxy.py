@@ -1,11 +1,22 @@
-"""The proxy's added latency against calling the loopback upstream directly, in the same run:
-p50 and p99, streaming and not, 1 and 100 concurrent clients, chats of 1,000 messages (each
-request appends one user message to its chat's full history, as a frontend does); and the time
-to first byte of a streamed answer while the in-process worker has recap jobs to run, against the
-same with the queue paused. Figures, never asserted.
+"""The proxy's added latency against calling the loopback upstream directly, in the same run,
+chats of 1,000 messages (each request appends one user message to its chat's full history, as a
+frontend does), streaming and not. Figures, never asserted.
+
+Two loads:
+- burst: 1 or 100 clients send at the same moment, round after round, to an upstream that
+  answers at once. With 100 clients this is a thundering herd on 2 cores shared by the client,
+  the upstream and the proxy: it measures how fast the machine drains 100 x 200 KB requests, so
+  the proxy's CPU per request (printed too) decides the figure.
+- paced: 100 clients each on their own, with a think time between requests (1-3 s), to an
+  upstream that answers like a model (first token after 200 ms, then 20 more 20 ms apart).
+
+And the time to first byte of a streamed answer while the in-process worker has recap jobs to
+run, against the same with the queue paused: back to back with the instant upstream, and paced
+with the model-like one.
 
 The upstream, the proxy and this client each run in their own process (as they would in use),
-all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100") picks the client counts.
+all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100") picks the burst client
+counts; BENCH_PROXY_PACED=0 skips the paced load.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -23,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from _common import percentile, report
 from autorecap.jobs.queue import JobQueue
@@ -31,6 +44,14 @@ from autorecap.testing import generate_chat
 
 N_MESSAGES = 1000
 CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,100").split(","))
+PACED = os.environ.get("BENCH_PROXY_PACED", "1") != "0"
+MODEL_LIKE = "model-like"
+"""The `model` that makes the upstream answer like a model: first token after FIRST_S, then
+TOKENS more, TOKEN_S apart (the whole answer at the end when not streaming)."""
+FIRST_S = 0.2
+TOKENS = 20
+TOKEN_S = 0.02
+THINK_S = (1.0, 3.0)
 ANSWER = json.dumps(
     {
         "id": "x",
@@ -68,17 +89,26 @@ class Upstream(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        model_like = body.get("model") == MODEL_LIKE
+        if model_like:
+            time.sleep(FIRST_S)
         if body.get("stream"):
             head = (
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n"
             )
             self.wfile.write(head)
-            for chunk in CHUNKS:
+            chunks = CHUNKS if not model_like else [CHUNKS[0]] * TOKENS + CHUNKS
+            for number, chunk in enumerate(chunks):
+                if model_like and 0 < number <= TOKENS:
+                    time.sleep(TOKEN_S)
                 self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
         else:
+            if model_like:
+                time.sleep(TOKENS * TOKEN_S)
             head = (
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                 + f"Content-Length: {len(ANSWER)}\r\n\r\n".encode()
@@ -121,20 +151,34 @@ def history(chat_id: str) -> list[dict[str, str]]:
     return items
 
 
-async def one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[float, float]:
-    """(time to the whole answer, time to its first byte)."""
+async def one(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any]
+) -> tuple[float, float, str]:
+    """(time to the whole answer, time to its first byte, the reply's text as a frontend would
+    keep it)."""
     start = time.perf_counter()
     first = 0.0
+    content = orjson.dumps(body)
+    headers = {"Content-Type": "application/json"}
+    pieces: list[bytes] = []
     if body.get("stream"):
-        async with client.stream("POST", url, json=body) as response:
-            async for _ in response.aiter_raw():
+        async with client.stream("POST", url, content=content, headers=headers) as response:
+            async for piece in response.aiter_raw():
                 if not first:
                     first = time.perf_counter() - start
+                pieces.append(piece)
+        total = time.perf_counter() - start
+        text = "".join(
+            orjson.loads(line[6:])["choices"][0]["delta"].get("content", "")
+            for line in b"".join(pieces).split(b"\n")
+            if line.startswith(b"data: {")
+        )
     else:
-        response = await client.post(url, json=body)
+        response = await client.post(url, content=content, headers=headers)
         response.raise_for_status()
-    total = time.perf_counter() - start
-    return total, first or total
+        total = time.perf_counter() - start
+        text = orjson.loads(response.content)["choices"][0]["message"]["content"]
+    return total, first or total, text
 
 
 async def measure(
@@ -159,10 +203,50 @@ async def measure(
                 )
                 body = {"model": "m", "messages": list(messages), "stream": stream}
                 tasks.append(one(client, url, body))
-            times.extend(await asyncio.gather(*tasks))
-            for messages in chats:  # the reply, as the client would keep it
-                messages.append({"role": "assistant", "content": "Aye."})
+            answers = await asyncio.gather(*tasks)
+            for messages, (total, first, reply) in zip(chats, answers, strict=True):
+                times.append((total, first))
+                messages.append({"role": "assistant", "content": reply})  # as a frontend keeps it
     return times
+
+
+async def measure_paced(
+    base: str,
+    chats: list[list[dict[str, str]]],
+    rounds: int,
+    stream: bool,
+    proxied: bool,
+    ids: list[str],
+    seed: int,
+) -> list[tuple[float, float]]:
+    """Each client on its own: think (THINK_S, the same draws for a given seed), send, read
+    the answer, keep the reply; `rounds` times. The upstream answers like a model."""
+    times: list[tuple[float, float]] = []
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    draws = random.Random(seed)
+    thinks = [[draws.uniform(*THINK_S) for _ in range(rounds)] for _ in ids]
+    async with httpx.AsyncClient(timeout=900, limits=limits) as client:
+
+        async def chat(chat_id: str, messages: list[dict[str, str]], waits: list[float]) -> None:
+            url = (
+                f"{base}/c/{chat_id}/v1/chat/completions" if proxied else f"{base}/chat/completions"
+            )
+            for round_number, wait in enumerate(waits):
+                await asyncio.sleep(wait)
+                messages.append({"role": "user", "content": f"Paced {round_number}, {chat_id}."})
+                body = {"model": MODEL_LIKE, "messages": list(messages), "stream": stream}
+                total, first, reply = await one(client, url, body)
+                times.append((total, first))
+                messages.append({"role": "assistant", "content": reply})
+
+        await asyncio.gather(*(chat(i, m, w) for i, m, w in zip(ids, chats, thinks, strict=True)))
+    return times
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -188,7 +272,7 @@ def main() -> None:
             proxy_url = f"http://127.0.0.1:{proxy_port}"
             wait_until_up(f"{proxy_url}/openapi.json", processes[1])
             wait_until_up(f"{upstream_url}/x", processes[0])
-            run(proxy_url, upstream_url, db)
+            run(proxy_url, upstream_url, db, processes[1].pid)
         finally:
             for process in processes:
                 process.terminate()
@@ -202,7 +286,18 @@ def main() -> None:
     )
 
 
-def run(proxy_url: str, upstream_url: str, db: Path) -> None:
+def added(
+    direct: list[tuple[float, float]], proxied: list[tuple[float, float]], at: int
+) -> dict[str, float]:
+    """Added p50 and p99 (ms) of the whole answer (`at` 0) or of its first byte (`at` 1)."""
+    figures = {}
+    for name, pct in (("p50", 50), ("p99", 99)):
+        plain = percentile([t[at] for t in direct], pct)
+        figures[name] = round((percentile([t[at] for t in proxied], pct) - plain) * 1e3, 2)
+    return figures
+
+
+def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
     for clients in CLIENTS:
         figures: dict[str, object] = {}
         ids = [f"bench-{clients}-{n}" for n in range(clients)]
@@ -217,16 +312,74 @@ def run(proxy_url: str, upstream_url: str, db: Path) -> None:
             direct = asyncio.run(
                 measure(upstream_url, [list(m) for m in warm], rounds, stream, False, ids)
             )
+            cpu = cpu_seconds(proxy_pid)
             proxied = asyncio.run(measure(proxy_url, warm, rounds, stream, True, ids))
-            for name, pct in (("p50", 50), ("p99", 99)):
-                plain = percentile([t for t, _ in direct], pct)
-                added = (percentile([t for t, _ in proxied], pct) - plain) * 1e3
-                figures[f"{label}: added {name} ms"] = round(added, 2)
+            cpu = cpu_seconds(proxy_pid) - cpu
+            for name, value in added(direct, proxied, 0).items():
+                figures[f"{label}: added {name} ms"] = value
             figures[f"{label}: direct p50 ms"] = round(
                 percentile([t for t, _ in direct], 50) * 1e3, 2
             )
-        report(f"proxy: added latency, {clients} client(s), chats of 1,000 messages", figures)
+            figures[f"{label}: proxy process CPU per request ms (worker included)"] = round(
+                cpu / len(proxied) * 1e3, 2
+            )
+        report(
+            f"proxy: added latency, burst, {clients} client(s), chats of 1,000 messages", figures
+        )
     ttfb(proxy_url, db)
+    if PACED:
+        paced(proxy_url, upstream_url, db, proxy_pid)
+
+
+def paced(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
+    """100 clients each on their own, with a model-like upstream (see the module docstring);
+    then the streamed case again with the recap queue paused."""
+    ids = [f"paced-{n}" for n in range(100)]
+    chats = [history(chat_id) for chat_id in ids]
+    rounds = 4
+    asyncio.run(measure(proxy_url, chats, 1, False, True, ids))  # the proxy learns the chats
+    store = SQLiteStore(db)
+    queue = JobQueue(store)
+    figures: dict[str, object] = {"jobs queued at the start": queue.counts()["queued"]}
+    results: dict[str, list[tuple[float, float]]] = {}
+    for seed, stream in enumerate((False, True)):
+        label = "streaming" if stream else "not streaming"
+        results[f"direct {label}"] = asyncio.run(
+            measure_paced(upstream_url, [list(m) for m in chats], rounds, stream, False, ids, seed)
+        )
+        cpu = cpu_seconds(proxy_pid)
+        done_before = queue.counts()["done"]
+        results[label] = proxied = asyncio.run(
+            measure_paced(proxy_url, chats, rounds, stream, True, ids, seed)
+        )
+        figures[f"{label}: recap jobs done meanwhile"] = queue.counts()["done"] - done_before
+        figures[f"{label}: proxy process CPU per request ms (worker included)"] = round(
+            (cpu_seconds(proxy_pid) - cpu) / len(proxied) * 1e3, 2
+        )
+        for name, value in added(results[f"direct {label}"], proxied, 0).items():
+            figures[f"{label}: added {name} ms"] = value
+        figures[f"{label}: direct p50 ms"] = round(
+            percentile([t for t, _ in results[f"direct {label}"]], 50) * 1e3, 2
+        )
+    queue.pause()
+    time.sleep(1.0)
+    paused = asyncio.run(measure_paced(proxy_url, chats, rounds, True, True, ids, 1))
+    queue.resume()
+    store.close()
+    for name, pct in (("p50", 50), ("p99", 99)):
+        figures[f"TTFB {name} ms, recaps running"] = round(
+            percentile([f for _, f in results["streaming"]], pct) * 1e3, 2
+        )
+        figures[f"TTFB {name} ms, queue paused"] = round(
+            percentile([f for _, f in paused], pct) * 1e3, 2
+        )
+        figures[f"TTFB {name} ms, direct"] = round(
+            percentile([f for _, f in results["direct streaming"]], pct) * 1e3, 2
+        )
+    report(
+        "proxy: added latency, paced, 100 clients, model-like upstream, chats of 1,000 messages",
+        figures,
+    )
 
 
 def ttfb(proxy_url: str, db: Path) -> None:
@@ -253,7 +406,10 @@ def ttfb(proxy_url: str, db: Path) -> None:
     figures["TTFB p50 ms, queue paused"] = round(percentile(first_paused, 50) * 1e3, 2)
     figures["TTFB p99 ms, recaps running"] = round(percentile(first_running, 99) * 1e3, 2)
     figures["TTFB p99 ms, queue paused"] = round(percentile(first_paused, 99) * 1e3, 2)
-    report("proxy: time to first byte while recap jobs run (1 client, 1,000 messages)", figures)
+    report(
+        "proxy: time to first byte while recap jobs run (1 client back to back, 1,000 messages)",
+        figures,
+    )
 
 
 if __name__ == "__main__":
