@@ -10,6 +10,7 @@ made afterwards by the in-process worker, never on the reply path.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from autorecap.llm.openai_compat import make_backend
 from autorecap.server.access import KeyRing, header_text, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
+from autorecap.server.heap import HeapKeeper
 from autorecap.server.proxy import (
     HEADER_CHAT,
     ChatRegistry,
@@ -108,6 +110,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         # would wait up to 5 ms (Python's default switch interval) to get it back, per call.
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        heap = HeapKeeper(registry.busy, registry.quiet_for)
+        heap.start()
+        registry.heap = heap
+        sweeper = asyncio.create_task(_keep(heap))
         worker = None
         thread = None
         if config.worker:
@@ -122,12 +128,15 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             yield
         finally:
+            sweeper.cancel()
             if worker is not None and thread is not None:
                 worker.stop()
                 thread.join(timeout=30)
             await relay.close()
             registry.close()
             store.close()
+            registry.heap = None
+            heap.stop()
             sys.setswitchinterval(switch_interval)
 
     # FastAPIOffline serves the /docs page's assets itself: no CDN, works offline.
@@ -200,16 +209,20 @@ def create_app(config: ServerConfig) -> FastAPI:
                     await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
             registry.settle_later(turn)
 
-        return await relay.forward(
-            "POST",
-            "chat/completions",
-            content,
-            upstream_headers(request),
-            stream=stream,
-            extra_headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
-            done=done,
-            mask=masked,
-        )
+        try:
+            return await relay.forward(
+                "POST",
+                "chat/completions",
+                content,
+                upstream_headers(request),
+                stream=stream,
+                extra_headers={"X-Autorecap-Chat": quote(chosen, safe=_SAFE)},
+                done=done,
+                mask=masked,
+            )
+        except BaseException:
+            registry.settle_later(turn)  # no answer: what the request itself changed is saved
+            raise
 
     async def prepare(
         request: Request, chat_id: str | None
@@ -313,6 +326,13 @@ def create_app(config: ServerConfig) -> FastAPI:
         return await passthrough(request, "models")
 
     return app
+
+
+async def _keep(heap: HeapKeeper) -> None:
+    """The garbage collector's schedule while the server runs (`server.heap`)."""
+    while True:
+        await asyncio.sleep(0.25)
+        heap.tick()
 
 
 def _loads(raw: bytes) -> Any:

@@ -40,6 +40,7 @@ from autorecap.server.echo import (
     request_messages,
     stored_pairs,
 )
+from autorecap.server.heap import HeapKeeper
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
@@ -69,6 +70,11 @@ class Turn:
     """The chat object the turn began on (a chat replaced meanwhile is another object)."""
     recorded: Message | None = None
     """The reply, once recorded."""
+    settling: bool = False
+    """`settle_later` was called (once is enough)."""
+    version: int = -1
+    """`chat.messages.version` when the turn began: a later request that changed the message
+    list meanwhile carried the client's own copy of the reply (its list is the truth)."""
 
 
 class ChatRegistry:
@@ -110,7 +116,11 @@ class ChatRegistry:
         """Requests reconciled by the fast path."""
         self._in_flight = 0
         self._last_answered = 0.0
+        self._open_turns = 0
+        self._turns_closed = threading.Condition(self._guard)
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
+        self.heap: HeapKeeper | None = None
+        """The server's garbage collector schedule: told of chats loaded and dropped."""
 
     # --- the chats ---------------------------------------------------------------------------
 
@@ -173,6 +183,8 @@ class ChatRegistry:
                 self._unsaved[chat_id] = unsaved
                 self._sessions[chat_id] = session
             self._save(chat_id)
+            if self.heap is not None:
+                self.heap.loaded()
             return session
 
     def _save(self, chat_id: str) -> None:
@@ -233,7 +245,11 @@ class ChatRegistry:
             else:
                 outgoing = self._outgoing(session, result, sent)
                 self._keep_echo(chat_id, remember(chat, sent, result))
-            return Turn(chat_id, outgoing, result.regenerate, result, injected, touched, chat)
+            turn = Turn(chat_id, outgoing, result.regenerate, result, injected, touched, chat)
+            turn.version = chat.messages.version
+            with self._guard:
+                self._open_turns += 1
+            return turn
 
     def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
         if echo is None:
@@ -325,6 +341,11 @@ class ChatRegistry:
                     "chat %r was deleted or replaced during a request: reply not kept", turn.chat_id
                 )
                 return
+            if session.chat.messages.version != turn.version:
+                # The client sent its next request before this reply was recorded (the reply
+                # is recorded after the client has it): that request's list holds the reply.
+                log.debug("chat %r moved on before its reply was recorded", turn.chat_id)
+                return
             if turn.regenerate is not None and turn.regenerate < len(session.chat.messages):
                 turn.recorded = session.swipe(turn.regenerate, text=reply)
             else:
@@ -333,6 +354,14 @@ class ChatRegistry:
 
     def settle(self, turn: Turn) -> None:
         """Save the turn's changes and queue recap jobs for the messages it added or changed."""
+        try:
+            self._settle(turn)
+        finally:
+            with self._guard:
+                self._open_turns -= 1
+                self._turns_closed.notify_all()
+
+    def _settle(self, turn: Turn) -> None:
         with self.hold(turn.chat_id):
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
@@ -345,6 +374,9 @@ class ChatRegistry:
 
     def settle_later(self, turn: Turn) -> None:
         """`settle` on the saver thread, off the reply path; saves stay in order."""
+        if turn.settling:
+            return
+        turn.settling = True
         future = self._saver.submit(self.settle, turn)
         future.add_done_callback(_log_failure)
 
@@ -354,7 +386,10 @@ class ChatRegistry:
         self.settle(turn)
 
     def flush(self, timeout: float = 30.0) -> None:
-        """Wait until the saves queued so far are done."""
+        """Wait until the turns begun so far are recorded and saved (a turn whose answer is
+        still streaming is waited for, up to `timeout`)."""
+        with self._guard:
+            self._turns_closed.wait_for(lambda: self._open_turns <= 0, timeout)
         self._saver.submit(lambda: None).result(timeout)
 
     def close(self) -> None:
@@ -424,6 +459,12 @@ class ChatRegistry:
         often sends the next request at once): recap jobs wait for a quiet moment."""
         return self._in_flight > 0 or time.monotonic() - self._last_answered < QUIET_S
 
+    def quiet_for(self) -> float:
+        """Seconds since the last request was answered (0 while one is)."""
+        if self._in_flight > 0:
+            return 0.0
+        return time.monotonic() - self._last_answered
+
     def sessions(self) -> list[str]:
         with self._guard:
             return sorted(self._sessions)
@@ -450,6 +491,8 @@ class ChatRegistry:
             self._echoes.pop(chat_id, None)
         if session is not None:
             session.chat.listeners.clear()
+            if self.heap is not None:
+                self.heap.dropped()
 
 
 @dataclass

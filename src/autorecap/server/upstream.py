@@ -9,10 +9,11 @@ client that leaves closes the upstream connection, which stops the generation th
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import aiohttp
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from autorecap.server.responses import error_response
 
@@ -64,7 +65,7 @@ class Upstream:
     ) -> Response:
         """Send the request upstream and relay the answer: streamed chunk by chunk as it
         arrives, bytes unchanged; an error with its status and body (through `mask`). `done`
-        gets the whole answer when it came, else None."""
+        gets the whole answer when it came, else None, after the client has it."""
         url = f"{self.base}/{path}"
         sent = {**headers, "Accept-Encoding": "identity"}
         try:
@@ -83,16 +84,19 @@ class Upstream:
                     await done(None, stream)
                 return self.unreachable(error)
             response.release()
-            if done is not None:
-                await done(body if response.status < 400 else None, stream)
+            answer = body if response.status < 400 else None
             return Response(
                 mask(body),
                 response.status,
                 media_type=media,
                 headers=extra_headers if not stream else None,
+                # After the answer is sent: recording it is not the client's wait.
+                background=BackgroundTask(done, answer, stream) if done is not None else None,
             )
 
-        async def relay() -> AsyncIterator[bytes]:
+        outcome: list[bytes | None] = [None]
+
+        async def relay() -> AsyncGenerator[bytes, None]:
             pieces: list[bytes] = []
             completed = False
             try:
@@ -107,14 +111,27 @@ class Upstream:
                     response.release()
                 else:
                     response.close()
-                if done is not None:
-                    streamed = b"".join(pieces)
-                    # A client may hang up at [DONE] before the body ends: the reply is whole.
-                    whole = completed or b"[DONE]" in streamed or _FINISHED.search(streamed)
-                    await done(streamed if whole else None, True)
+                streamed = b"".join(pieces)
+                # A client may hang up at [DONE] before the body ends: the reply is whole.
+                if completed or b"[DONE]" in streamed or _FINISHED.search(streamed):
+                    outcome[0] = streamed
+
+        body_iterator = relay()
+
+        async def after() -> None:
+            """Once the stream has ended or the client has left (the generator is closed
+            first, so that the upstream connection is closed even when the client left while
+            a chunk was being sent): hand the answer on."""
+            await body_iterator.aclose()
+            if done is not None:
+                await done(outcome[0], True)
 
         return StreamingResponse(
-            relay(), status_code=response.status, media_type=media, headers=extra_headers
+            body_iterator,
+            status_code=response.status,
+            media_type=media,
+            headers=extra_headers,
+            background=BackgroundTask(after),
         )
 
     def unreachable(self, error: BaseException) -> Response:

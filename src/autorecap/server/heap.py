@@ -1,0 +1,126 @@
+"""Keeping Python's cyclic garbage collector from pausing the proxy in the middle of a request.
+
+The proxy keeps every open chat in memory: with a hundred chats of 1,000 messages that is
+millions of objects that live as long as the server. CPython's collector walks all of them at
+every full (generation 2) collection, which it starts on its own schedule, and measured here such a
+walk took up to 200 ms, during which no request is answered.
+
+So while a server runs, the collector's own full collections are off. Instead the server calls
+`HeapKeeper.tick()` about once a second: when no request is being answered, it makes a full
+collection and then moves every surviving object to the permanent generation (`gc.freeze()`), so
+the next one walks only what was made since, a few milliseconds' worth. A freshly loaded chat is
+frozen at once (`loaded()`). Frozen objects are still freed by reference counting as usual; only
+reference cycles among them (a deleted chat: its messages point back at it) wait for a deep sweep,
+which unfreezes everything and collects it all, made when the server has been quiet for a while
+(`DEEP_QUIET_S`) and at shutdown.
+
+The collector is process-wide, so the keeper is too: the first server that starts it turns it on,
+the last one that stops it restores the collector as it was.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable
+
+SWEEP_EVERY_S = 1.0
+"""How often a quiet server makes its (small) full collection."""
+SWEEP_AT_LATEST_S = 30.0
+"""A server that is never quiet still collects this often (a short pause, not a skipped one)."""
+DEEP_QUIET_S = 10.0
+"""How long a server must have been quiet before a deep sweep (which walks everything)."""
+DEEP_EVERY_S = 600.0
+"""How often a deep sweep is wanted, at most."""
+_OFF = 1_000_000_000
+"""A generation 2 threshold that is never reached: the collector's own full collections off."""
+
+
+class HeapKeeper:
+    """See the module docstring. `busy()` says whether requests are being answered now, and
+    `quiet_for()` for how long none has been."""
+
+    _lock = threading.Lock()
+    _users = 0
+    _thresholds: tuple[int, int, int] = (700, 10, 10)
+
+    def __init__(
+        self,
+        busy: Callable[[], bool] = lambda: False,
+        quiet_for: Callable[[], float] = lambda: float("inf"),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.busy = busy
+        self.quiet_for = quiet_for
+        self.clock = clock
+        self.started = False
+        self.sweeps = 0
+        self.deep_sweeps = 0
+        self._last_sweep = clock()
+        self._last_deep = clock()
+        self._dropped = False
+
+    def start(self) -> None:
+        """Turn the collector's own full collections off and freeze what exists now."""
+        if self.started:
+            return
+        with HeapKeeper._lock:
+            if HeapKeeper._users == 0:
+                HeapKeeper._thresholds = gc.get_threshold()
+                young, middle, _ = HeapKeeper._thresholds
+                gc.set_threshold(young, middle, _OFF)
+                gc.freeze()
+            HeapKeeper._users += 1
+        self.started = True
+
+    def stop(self) -> None:
+        """Give the collector back as it was (everything unfrozen) when no server uses it."""
+        if not self.started:
+            return
+        self.started = False
+        with HeapKeeper._lock:
+            HeapKeeper._users -= 1
+            if HeapKeeper._users == 0:
+                gc.unfreeze()
+                gc.set_threshold(*HeapKeeper._thresholds)
+
+    def loaded(self) -> None:
+        """A chat was loaded: its objects live as long as the server, never walk them again."""
+        if self.started:
+            gc.freeze()
+
+    def dropped(self) -> None:
+        """A chat was forgotten: its frozen objects wait for the next deep sweep."""
+        self._dropped = True
+
+    def tick(self) -> str | None:
+        """The periodic call: a sweep, a deep sweep or nothing (the name of what was done)."""
+        if not self.started:
+            return None
+        now = self.clock()
+        since = now - self._last_sweep
+        quiet = not self.busy()
+        deep_due = self._dropped or now - self._last_deep >= DEEP_EVERY_S
+        if quiet and deep_due and self.quiet_for() >= DEEP_QUIET_S:
+            self.sweep(deep=True)
+            return "deep"
+        if (quiet and since >= SWEEP_EVERY_S) or since >= SWEEP_AT_LATEST_S:
+            self.sweep()
+            return "sweep"
+        return None
+
+    def sweep(self, *, deep: bool = False) -> None:
+        """A full collection of what is not frozen (`deep`: of everything), then freeze."""
+        if deep:
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        now = self.clock()
+        self._last_sweep = now
+        self.sweeps += 1
+        if deep:
+            self._last_deep = now
+            self._dropped = False
+            self.deep_sweeps += 1
