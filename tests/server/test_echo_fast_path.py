@@ -11,12 +11,14 @@ the running recap, hidden messages, scene breaks, edits through the API).
 from __future__ import annotations
 
 import copy
+import json
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
@@ -64,6 +66,22 @@ IN_CHAT_AT_DEPTH_2: dict[str, Any] = {
 # --- two registries ------------------------------------------------------------------------------
 
 
+ENCODINGS: dict[str, Callable[[list[dict[str, Any]]], bytes]] = {
+    "compact": lambda messages: orjson.dumps({"model": "m", "messages": messages}),
+    # Python's json: ", " and ": " separators, non-ASCII escaped, `messages` first.
+    "spaced": lambda messages: json.dumps(
+        {"messages": messages, "model": "m", "stream": False, "temperature": 0.7}
+    ).encode(),
+    # Indented, over several lines, fields on both sides of `messages`.
+    "indented": lambda messages: json.dumps(
+        {"stream": True, "messages": messages, "max_tokens": 300},
+        indent=2,
+        ensure_ascii=False,
+    ).encode(),
+}
+"""Ways real clients write a request: the fast path reads every one of them."""
+
+
 def make_registry(root: Path, name: str, values: dict[str, Any], *, fast: bool) -> ChatRegistry:
     store = SQLiteStore(root / f"{name}.db", synchronous="OFF")
     profiles = Profiles(root / name / "settings.json")  # never the user's home
@@ -94,11 +112,13 @@ def summary(chat: Chat) -> list[tuple[Any, ...]]:
 class Twins:
     """The fast registry and the slow one, driven alike and compared after every change."""
 
-    def __init__(self, root: Path, values: dict[str, Any]) -> None:
+    def __init__(self, root: Path, values: dict[str, Any], encoding: str = "compact") -> None:
         self.fast = make_registry(root, "fast", values, fast=True)
         self.slow = make_registry(root, "slow", values, fast=False)
         self.both = (self.fast, self.slow)
         self.requests = 0
+        self.encoding = encoding
+        """How the client writes its JSON (`ENCODINGS`), the same way every time."""
 
     def close(self) -> None:
         for registry in self.both:
@@ -106,14 +126,15 @@ class Twins:
             registry.store.close()
 
     def request(self, messages: list[dict[str, Any]], reply: str) -> Turn:
-        """Send the same request to both (each gets its own copy, as if parsed from JSON),
-        compare what goes upstream, record `reply` on both and compare the stored chats."""
+        """Send the same request to both, as the client's JSON, compare what goes upstream,
+        record `reply` on both and compare the stored chats."""
         self.requests += 1
-        body = {"model": "m", "messages": messages}
-        fast = self.fast.begin(CHAT, copy.deepcopy(body))
-        slow = self.slow.begin(CHAT, copy.deepcopy(body))
+        raw = ENCODINGS[self.encoding](messages)
+        fast = self.fast.begin(CHAT, raw)
+        slow = self.slow.begin(CHAT, raw)
         where = f"request {self.requests}: {messages!r}"
-        assert fast.messages == slow.messages, f"outgoing messages differ at {where}"
+        assert orjson.loads(fast.body) == orjson.loads(slow.body), f"bodies differ at {where}"
+        assert fast.stream == slow.stream
         assert fast.regenerate == slow.regenerate, f"regenerate differs at {where}"
         for registry, turn in ((self.fast, fast), (self.slow, slow)):
             registry.record(turn, reply)
@@ -512,12 +533,17 @@ settings_strategy = st.fixed_dictionaries(
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(values=settings_strategy, memory=st.booleans(), steps=steps_strategy)
+@given(
+    values=settings_strategy,
+    memory=st.booleans(),
+    steps=steps_strategy,
+    encoding=st.sampled_from(sorted(ENCODINGS)),
+)
 def test_the_fast_path_reconciles_every_request_as_the_full_path_does(
-    values: dict[str, Any], memory: bool, steps: list[Step]
+    values: dict[str, Any], memory: bool, steps: list[Step], encoding: str
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="echo-") as root:
-        twins = Twins(Path(root), values)
+        twins = Twins(Path(root), values, encoding)
         try:
             converse(twins, steps, memory=memory)
             share = int(twins.fast.fast_turns / twins.requests * 10) * 10

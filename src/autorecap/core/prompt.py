@@ -157,19 +157,21 @@ def assemble_chat(
 
 
 def assemble_messages(
-    main_prompt: Sequence[dict[str, Any]],
-    history: list[dict[str, Any]],
+    main_prompt: Sequence[T],
+    history: list[T],
     slots: ExtensionPrompts,
-) -> list[dict[str, Any]]:
-    """`assemble_chat(...).messages` with no context size to fit, on message objects as a
-    client sent them (`history`: the visible ones, oldest first): the proxy's fast path, made
-    without a `HistoryItem` per message."""
+) -> list[T | dict[str, Any]]:
+    """`assemble_chat(...).messages` with no context size to fit, on the client's messages as
+    opaque items (`history`: the visible ones, oldest first; the proxy passes their indexes in
+    the request): the result is those items with the injected messages (dicts) among them.
+    The proxy's fast path, made without a `HistoryItem` per message."""
     result = AssembledPrompt()
-    before = _standalone(slots, Position.BEFORE_PROMPT, result)
+    before: list[T | dict[str, Any]] = list(_standalone(slots, Position.BEFORE_PROMPT, result))
     after = _standalone(slots, Position.IN_PROMPT, result)
     in_chat = _in_chat_groups(slots, result)
-    spliced = _splice(history, in_chat, _injected_message) if in_chat else history
-    return [*before, *(dict(m) for m in main_prompt), *after, *spliced]
+    mixed: list[T | dict[str, Any]] = list(history)
+    spliced = _splice(mixed, in_chat, _injected_message) if in_chat else mixed
+    return [*before, *main_prompt, *after, *spliced]
 
 
 def assemble_text(

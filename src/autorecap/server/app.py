@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -39,17 +38,13 @@ from autorecap.llm.openai_compat import make_backend
 from autorecap.server.access import KeyRing, header_text, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response
+from autorecap.server.echo import as_client_messages, request_messages, role_of
 from autorecap.server.heap import HeapKeeper
-from autorecap.server.proxy import (
-    HEADER_CHAT,
-    ChatRegistry,
-    Turn,
-    client_messages,
-    fingerprint,
-)
+from autorecap.server.proxy import HEADER_CHAT, ChatRegistry, Turn, fingerprint
 from autorecap.server.responses import SafeJSONResponse, error_response
 from autorecap.server.upstream import Upstream
 from autorecap.server.web import web_router
+from autorecap.server.wire import dumps, loads, opening_elements, parse_body
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
@@ -229,24 +224,22 @@ def create_app(config: ServerConfig) -> FastAPI:
     ) -> Response | tuple[Turn, bytes, str, bool]:
         """The turn, the body to send upstream, the chat's id as the client named it (or its
         fingerprint) and whether to stream; or the error to answer with."""
-        try:
-            body = _loads(await request.body())
-        except ValueError:
-            return error_response(400, "the request body is not JSON")
-        if not isinstance(body, dict):
-            return error_response(400, "the request body must be a JSON object")
+        raw = await request.body()
         try:
             scope = request_scope(request)
             chosen = chat_id or header_text(request.headers.get(HEADER_CHAT))
+            body = None
             if not chosen:
-                chosen = fingerprint(client_messages(body, opening=True))
+                opening = opening_elements(raw, _leading)
+                if opening is None:
+                    body = parse_body(raw)
+                    opening = request_messages(body)
+                chosen = fingerprint(as_client_messages(opening, opening=True))
             internal = scope.internal(chosen)
-            turn = await in_chat(internal, lambda: registry.begin(internal, body))
+            turn = await in_chat(internal, lambda: registry.begin(internal, raw, body))
         except AutorecapError as error:
             return error_response(error.http_status, str(error))
-        outgoing = dict(body)
-        outgoing["messages"] = turn.messages
-        return turn, _dumps(outgoing), chosen, bool(body.get("stream"))
+        return turn, turn.body, chosen, turn.stream
 
     async def text_completions(request: Request, chat_id: str | None) -> Response:
         """A text completion: the prompt is one string, so there is no history to reconcile;
@@ -256,7 +249,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             raw = await request.body()
             try:
                 scope = request_scope(request)
-                body = _loads(raw)
+                body = loads(raw)
             except AutorecapError as error:
                 return error_response(error.http_status, str(error))
             except ValueError:
@@ -274,7 +267,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                 if registry.known(internal):
                     memory = await in_chat(internal, lambda: registry.memory_text(internal))
                     if memory.strip() and memory.strip() not in prompt:
-                        raw = _dumps({**body, "prompt": f"{memory}\n{prompt}"})
+                        raw = dumps({**body, "prompt": f"{memory}\n{prompt}"})
                     extra["X-Autorecap-Chat"] = quote(named, safe=_SAFE)
         return await relay.forward(  # the upstream's time is not the proxy's (see above)
             "POST",
@@ -335,20 +328,9 @@ async def _keep(heap: HeapKeeper) -> None:
         heap.tick()
 
 
-def _loads(raw: bytes) -> Any:
-    """JSON in: orjson, or the standard library for what orjson refuses (lone surrogates)."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
-
-
-def _dumps(value: Any) -> bytes:
-    """JSON out, the same way round (orjson refuses lone surrogates and huge integers)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value).encode()
+def _leading(message: Any) -> bool:
+    """A message of a request's opening system block (see `fingerprint`)."""
+    return isinstance(message, dict) and role_of(message.get("role", "user")) == "system"
 
 
 _SAFE = " !#$&'()*+,/:;=?@[]~"

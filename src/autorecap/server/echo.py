@@ -1,15 +1,17 @@
 """Reading a chat completion request's messages, and recognising a chat's next request cheaply.
 
 A frontend sends the whole history with every request: the previous request's messages, the
-reply it got, and the new message. Reconciling 1,000 messages from scratch (a Python object per
-message, a comparison per message) is most of what the proxy costs per request. So the proxy
-remembers each chat's last request (`Echo`): when the new request begins with exactly the same
-messages (one C-level list comparison) and the stored messages it matched still hold the same
-texts, only the messages after it are reconciled (`fast_plan`), and the outgoing list is built
-from the client's own message objects (`prompt.assemble_messages`).
+reply it got, and the new message. Parsing 200 KB of JSON, matching 1,000 messages and writing
+them out again is most of what the proxy would cost per request. So the proxy remembers each
+chat's last request (`Echo`): its bytes, where each message lies in them (`server.wire`), and the
+stored messages they matched. When the next request begins with exactly the same bytes (one
+comparison) and no stored message it matched was changed meanwhile (the chat's change listener
+says which were), only the bytes after them are parsed and reconciled (`repeat_of`), and the
+outgoing request is the client's bytes with the hidden messages cut out and the memory put in.
 
-Anything unusual (a system message inside the history, an edit in the middle, a context size to
-fit) takes the full path, which gives the same result; a property test compares the two.
+Anything unusual (a system message inside the history, an edit in the middle, another JSON
+layout, a context size to fit) takes the full path, which gives the same result; a property test
+compares the two.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from operator import methodcaller
 from typing import Any
 
 from autorecap.core.model import NARRATOR_TYPE, Chat, Message
+from autorecap.core.prompt import assemble_messages
 from autorecap.core.reconcile import ClientMessage, Op, Plan, plan
+from autorecap.core.slots import ExtensionPrompts
 from autorecap.errors import AutorecapError
+from autorecap.server.wire import Layout, elements_after, layout, loads, splice, tail_fields
 
 _TEXT = methodcaller("get", "mes")
 """A stored message's `mes` (mapped over whole chats: C-level calls, no Python loop)."""
@@ -47,16 +52,23 @@ def client_messages(
 ) -> list[ClientMessage]:
     """The request's messages as text (multi-part contents keep their text parts), from index
     `start`; `opening`: only up to the first message that is not a system message."""
-    raw = request_messages(body)
+    return as_client_messages(request_messages(body), start=start, opening=opening)
+
+
+def as_client_messages(
+    items: Sequence[Any], *, start: int = 0, at: int = 0, opening: bool = False
+) -> list[ClientMessage]:
+    """`client_messages` of a list of message objects; `at` is the index of `items[0]` in
+    the request."""
     found: list[ClientMessage] = []
-    for at in range(start, len(raw)):
-        item = raw[at]
+    for index in range(start, len(items)):
+        item = items[index]
         if not isinstance(item, dict):
             raise ProxyError("every entry of `messages` must be an object with role and content")
         content = item.get("content")
         role = item.get("role")
         if type(content) is str and type(role) is str and role in _ROLES and "name" not in item:
-            found.append(ClientMessage(role, content, "", at))
+            found.append(ClientMessage(role, content, "", at + index))
         else:
             if isinstance(content, list):  # [{"type": "text", "text": ...}, {"type": "image"}]
                 content = "\n".join(
@@ -66,10 +78,10 @@ def client_messages(
                 )
             found.append(
                 ClientMessage(
-                    _role(item.get("role", "user")),
+                    role_of(item.get("role", "user")),
                     str(content or ""),
                     str(item.get("name") or ""),
-                    at,
+                    at + index,
                 )
             )
         if opening and found[-1].role != "system":
@@ -80,7 +92,7 @@ def client_messages(
 _ROLES = frozenset({"user", "assistant", "system"})
 
 
-def _role(role: object) -> str:
+def role_of(role: object) -> str:
     """The role as reconciliation sees it: user, assistant, or system for every other
     (`developer`, `tool`, a frontend's own): stored as narrator messages, compared as such."""
     return role if isinstance(role, str) and role in _ROLES else "system"
@@ -96,7 +108,7 @@ def fingerprint(messages: Sequence[ClientMessage]) -> str:
 
 
 def stored_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    """(role, text) of every stored message, as the client would send it (`_role` inlined:
+    """(role, text) of every stored message, as the client would send it (`role_of` inlined:
     this runs over the whole chat when a request is reconciled in full)."""
     pairs = []
     for message in messages:
@@ -114,88 +126,177 @@ def stored_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 @dataclass
 class Echo:
-    """A chat's last reconciled request: its messages as sent, and the texts of the stored
-    messages they matched (the first `history` stored messages)."""
+    """A chat's last reconciled request, and the stored messages its history matched: the
+    request's element `lead + i` is stored message `i`, for every `i < history`."""
 
     chat: Chat
-    sent: list[Any]
+    raw: bytes
+    layout: Layout
     lead: int
     """The leading system messages (the main prompt)."""
-    ids: list[int]
-    """`id()` of the stored messages matched by the request's history, once reconciled (a
-    message deleted meanwhile shifts them, even when its neighbour has the same text)."""
+    system: list[ClientMessage]
+    messages: list[Message]
+    """The stored messages matched by the history (held: their `id()`s stay theirs)."""
+    where: dict[int, int]
+    """`id()` of each of them -> its index."""
     texts: list[Any]
-    """Their `mes` (a message edited meanwhile changes it)."""
+    """Their `mes` when matched (a message edited meanwhile changes it)."""
+    hidden: set[int]
+    """The indexes of those that are hidden."""
 
     @property
     def history(self) -> int:
-        return len(self.sent) - self.lead
+        return len(self.messages)
 
 
-def remember(chat: Chat, sent: list[Any], result: Plan) -> Echo | None:
-    """What to keep of a reconciled request, when its history holds only user and assistant
-    messages (after `result`'s operations, the stored chat begins with exactly them)."""
+def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | None:
+    """What to keep of a request reconciled in full, when its history holds only user and
+    assistant messages (after `result`'s operations, the stored chat begins with exactly
+    them) and its bytes are laid out as `server.wire` expects."""
     lead = 0
     while lead < len(result.system) and result.system[lead].at == lead:
         lead += 1
     if lead != len(result.system):
         return None  # a system message inside the history carries our memory
     history = len(sent) - lead
-    if len(result.history) != history or any(m.role == "system" for m in result.history):
+    if history < 1 or len(result.history) != history:
         return None
-    if len(chat.messages) < history:
+    if any(m.role == "system" for m in result.history) or len(chat.messages) < history:
+        return None
+    found = layout(raw)
+    if found is None or len(found.starts) != len(sent):
         return None
     matched = chat.messages[:history]
-    return Echo(chat, sent, lead, list(map(id, matched)), list(map(_TEXT, matched)))
-
-
-def extend(echo: Echo, chat: Chat, sent: list[Any]) -> Echo | None:
-    """The echo of a request `fast_plan` reconciled (its operations applied): the texts
-    already checked, and those of the stored messages it added."""
-    history = len(sent) - echo.lead
-    if len(chat.messages) < history:
-        return None
-    added = chat.messages[echo.history : history]
     return Echo(
         chat,
-        sent,
-        echo.lead,
-        echo.ids + list(map(id, added)),
-        echo.texts + list(map(_TEXT, added)),
+        raw,
+        found,
+        lead,
+        list(result.system),
+        matched,
+        {id(message): index for index, message in enumerate(matched)},
+        list(map(_TEXT, matched)),
+        {index for index, message in enumerate(matched) if message.get("is_system")},
     )
 
 
-def fast_plan(
-    echo: Echo | None, chat: Chat, sent: list[Any], injected: Sequence[str]
-) -> Plan | None:
-    """The plan for a request that repeats the chat's last request and adds to it, reconciling
-    only what it adds; None when the full comparison is needed."""
+@dataclass
+class Repeat:
+    """A request that repeats its chat's last one (`echo`) and adds to it: what it adds,
+    reconciled, and how to make the outgoing request once the plan is carried out."""
+
+    echo: Echo
+    raw: bytes
+    starts: list[int]
+    ends: list[int]
+    close: int
+    fields: dict[str, Any]
+    """The body's fields besides `messages`."""
+    plan: Plan
+
+    def outgoing(
+        self, chat: Chat, slots: ExtensionPrompts, touched: dict[int, Message]
+    ) -> tuple[bytes, Echo] | None:
+        """The body to send upstream (after the plan's operations, `touched`: the messages
+        changed since the echo), and the echo of this request; None when the stored chat does
+        not line up with the request (the caller takes the full path)."""
+        echo = self.echo
+        matched = echo.history
+        history = len(self.starts) - echo.lead
+        stored = chat.messages
+        if len(stored) < history:
+            return None
+        hidden = echo.hidden
+        where = echo.where
+        for message in touched.values():
+            index = where.get(id(message))
+            if index is not None:
+                if message.get("is_system"):
+                    hidden.add(index)
+                else:
+                    hidden.discard(index)
+        added = stored[matched:history]
+        for offset, message in enumerate(added):
+            index = matched + offset
+            where[id(message)] = index
+            if message.get("is_system"):
+                hidden.add(index)
+        echo.messages.extend(added)
+        echo.texts.extend(map(_TEXT, added))
+        lead = echo.lead
+        if hidden:
+            visible = [lead + i for i in range(history) if i not in hidden]
+        else:
+            visible = list(range(lead, lead + history))
+        slots = ExtensionPrompts() if self.plan.carries_injection else slots
+        items = assemble_messages(list(range(lead)), visible, slots)
+        body = splice(self.raw, echo.layout.opening, self.close, self.starts, self.ends, items)
+        echo.raw = self.raw
+        echo.layout = Layout(
+            echo.layout.opening, self.starts, self.ends, self.close, echo.layout.head
+        )
+        return body, echo
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.fields.get("stream"))
+
+
+def repeat_of(
+    echo: Echo | None,
+    chat: Chat,
+    raw: bytes,
+    injected: Sequence[str],
+    touched: dict[int, Message],
+) -> Repeat | None:
+    """The request `raw`, when it repeats the chat's last request byte for byte and adds to
+    it, with only what it adds reconciled; None when the full comparison is needed.
+    `touched`: the chat's messages changed since the echo was made."""
     if echo is None or echo.chat is not chat:
         return None
-    known = len(echo.sent)
-    if len(sent) < known or sent[:known] != echo.sent:
+    layout = echo.layout
+    known = layout.ends[-1]
+    if len(raw) <= known or not raw.startswith(echo.raw[:known]):
         return None
-    matched = echo.history
-    stored = chat.messages
-    if len(stored) < matched:
+    more = elements_after(raw, known)
+    if more is None:
         return None
-    kept = stored[:matched]
-    if list(map(id, kept)) != echo.ids or list(map(_TEXT, kept)) != echo.texts:
-        return None  # a stored message was edited or removed meanwhile
-    added = client_messages({"messages": sent}, start=known)
+    new_starts, new_ends, close = more
+    fields = tail_fields(raw, close)
+    if fields is None or "messages" in fields:
+        return None
+    try:
+        elements = [loads(raw[start:end]) for start, end in zip(new_starts, new_ends, strict=True)]
+    except ValueError:
+        return None
+    count = len(layout.starts)
+    try:
+        added = as_client_messages(elements, at=count)
+    except ProxyError:
+        return None
     if any(m.role == "system" for m in added):
         return None  # a system message inside the history: the full path sorts it out
-    system = client_messages({"messages": sent[: echo.lead]}) if echo.lead else []
+    matched = echo.history
+    stored = chat.messages
+    if len(stored) < matched or stored[:matched] != echo.messages:
+        return None  # a stored message was removed or replaced meanwhile
+    for message in touched.values():
+        index = echo.where.get(id(message))
+        if index is not None and message.get("mes") != echo.texts[index]:
+            return None  # edited meanwhile: the client's text wins, the full path says how
     markers = [text.strip() for text in injected if text and text.strip()]
-    carries = any(marker in m.content for m in system for marker in markers)
+    carries = any(marker in m.content for m in echo.system for marker in markers)
     tail = plan(stored_pairs(stored[matched:]), added, generating=True)
-    return Plan(
-        system=system,
-        history=[],  # not needed: the outgoing list is made from the client's own messages
+    result = Plan(
+        system=echo.system,
+        history=[],  # not needed: the outgoing request is made from the client's own bytes
         ops=[_shifted(op, matched) for op in tail.ops],
         regenerate=None if tail.regenerate is None else tail.regenerate + matched,
         carries_injection=carries,
     )
+    starts = [*layout.starts, *new_starts]
+    ends = [*layout.ends, *new_ends]
+    return Repeat(echo, raw, starts, ends, close, {**layout.head, **fields}, result)
 
 
 def _shifted(op: Op, by: int) -> Op:

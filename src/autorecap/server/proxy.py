@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any
 
 from autorecap.core.model import Chat, Message
-from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_messages
+from autorecap.core.prompt import HistoryItem, assemble_chat
 from autorecap.core.reconcile import ClientMessage, Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
 from autorecap.jobs.handlers import enqueue_pipeline
@@ -33,14 +32,14 @@ from autorecap.server.echo import (
     Echo,
     ProxyError,
     client_messages,
-    extend,
-    fast_plan,
     fingerprint,
     remember,
+    repeat_of,
     request_messages,
     stored_pairs,
 )
 from autorecap.server.heap import HeapKeeper
+from autorecap.server.wire import dumps, loads, parse_body
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
@@ -60,7 +59,9 @@ class Turn:
     """One request in progress: what goes upstream, and how to record the answer."""
 
     chat_id: str
-    messages: list[dict[str, Any]]
+    body: bytes
+    """The request to send upstream."""
+    stream: bool
     regenerate: int | None
     plan: Plan
     injected: list[str] = field(default_factory=list)
@@ -70,6 +71,12 @@ class Turn:
     """The chat object the turn began on (a chat replaced meanwhile is another object)."""
     recorded: Message | None = None
     """The reply, once recorded."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages that go upstream (parsed from `body`)."""
+        return list(loads(self.body)["messages"])
+
     settling: bool = False
     """`settle_later` was called (once is enough)."""
     version: int = -1
@@ -207,49 +214,73 @@ class ChatRegistry:
 
     # --- a turn ------------------------------------------------------------------------------
 
-    def begin(
-        self, chat_id: str, body: dict[str, Any], incoming: list[ClientMessage] | None = None
-    ) -> Turn:
-        """Reconcile the request with the chat (firing the seeds' events) and build what goes
-        upstream: hidden messages dropped, the memory placed, unless the client carries it.
-        Nothing is saved here (see `settle`)."""
-        sent = request_messages(body)
+    def begin(self, chat_id: str, raw: bytes, body: dict[str, Any] | None = None) -> Turn:
+        """Reconcile the request (`raw`: its body as sent; `body`: the same, parsed, when the
+        caller has it) with the chat, firing the seeds' events, and build what goes upstream:
+        hidden messages dropped, the memory placed, unless the client carries it. Nothing is
+        saved here (see `settle`)."""
+        if body is None and chat_id not in self._echoes:
+            body = parse_body(raw)  # a request that cannot be read creates no chat
+        if body is not None:
+            request_messages(body)
         with self.hold(chat_id):
             session = self.session(chat_id)
             chat = session.chat
+            unsaved = self._unsaved[chat_id]
             injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
             echo = self._echoes.pop(chat_id, None)
-            fast = None
-            if self.fast and incoming is None and self.context_size is None:
-                fast = fast_plan(echo, chat, sent, injected)
-            if fast is not None:
-                result = fast
-                self.fast_turns += 1
-            else:
-                incoming = incoming if incoming is not None else client_messages(body)
-                result = plan(stored_pairs(chat.messages), incoming, injected=injected)
-            last = len(result.ops) - 1
+            changed = unsaved.take_touched()
+            repeat = None
+            if self.fast and self.context_size is None:
+                repeat = repeat_of(echo, chat, raw, injected, changed)
+            made = None
             touched: list[Message] = []
-            for number, op in enumerate(result.ops):
-                # A long history arriving at once (a new chat): one refresh at the end.
-                self._apply(session, op.kind, op.index, op.message, quiet=number < last)
-                if op.kind == "append":
-                    touched.append(chat.messages[-1])
-                elif op.kind == "edit":
-                    touched.append(chat.messages[op.index])
-            if result.ops:
-                session.refresh()
-            if fast is not None and echo is not None:
-                outgoing = self._outgoing_fast(session, result, sent, echo.lead)
-                self._keep_echo(chat_id, extend(echo, chat, sent))
-            else:
-                outgoing = self._outgoing(session, result, sent)
-                self._keep_echo(chat_id, remember(chat, sent, result))
-            turn = Turn(chat_id, outgoing, result.regenerate, result, injected, touched, chat)
+            if repeat is not None:
+                result = repeat.plan
+                touched = self._carry_out(session, result)
+                changed.update(unsaved.take_touched())
+                made = repeat.outgoing(chat, session.slots, changed)
+            if made is not None and repeat is not None:
+                content, echo = made
+                stream = repeat.stream
+                self.fast_turns += 1
+            else:  # the full way (also when a repeat did not line up: its plan is carried out)
+                body = body if body is not None else parse_body(raw)
+                sent = request_messages(body)
+                result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
+                touched += self._carry_out(session, result)
+                outgoing = dict(body)
+                outgoing["messages"] = self._outgoing(session, result, sent)
+                content = dumps(outgoing)
+                stream = bool(body.get("stream"))
+                unsaved.take_touched()
+                echo = remember(chat, raw, sent, result) if self.fast else None
+            if echo is not None:
+                self._keep_echo(chat_id, echo)
+            turn = Turn(
+                chat_id, content, stream, result.regenerate, result, injected, touched, chat
+            )
             turn.version = chat.messages.version
             with self._guard:
                 self._open_turns += 1
             return turn
+
+    def _carry_out(self, session: Session, result: Plan) -> list[Message]:
+        """Apply a plan's operations (each fires its event), refresh once at the end; the
+        messages added or edited."""
+        chat = session.chat
+        last = len(result.ops) - 1
+        touched: list[Message] = []
+        for number, op in enumerate(result.ops):
+            # A long history arriving at once (a new chat): one refresh at the end.
+            self._apply(session, op.kind, op.index, op.message, quiet=number < last)
+            if op.kind == "append":
+                touched.append(chat.messages[-1])
+            elif op.kind == "edit":
+                touched.append(chat.messages[op.index])
+        if result.ops:
+            session.refresh()
+        return touched
 
     def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
         if echo is None:
@@ -315,19 +346,6 @@ class ChatRegistry:
             system, history, slots, session.counter, context_size=self.context_size, count=False
         )
         return built.messages
-
-    def _outgoing_fast(
-        self, session: Session, result: Plan, sent: list[Any], lead: int
-    ) -> list[dict[str, Any]]:
-        """`_outgoing` for a request whose history is all user and assistant messages, each
-        the stored message at the same place: made from the client's own message objects."""
-        history = sent[lead:]
-        stored = session.chat.messages
-        hidden = list(map(_HIDDEN, stored[: len(history)]))
-        if any(hidden):
-            history = list(compress(history, map(operator.not_, hidden)))
-        slots = ExtensionPrompts() if result.carries_injection else session.slots
-        return assemble_messages(sent[:lead], history, slots)
 
     def record(self, turn: Turn, reply: str) -> None:
         """Put the answer into the in-memory chat: a new message, or a new swipe of the
@@ -505,11 +523,21 @@ class _Unsaved:
     list_version: int = -1
     """`chat.messages.version` at the last save (-1: the list was never saved from here)."""
 
+    touched: dict[int, Message] = field(default_factory=dict)
+    """Messages changed since the chat's echo was made (`server.echo`), by `id()`."""
+
     def remember(self, message: Message | None) -> None:
         if message is not None:
             self.messages[id(message)] = message
+            self.touched[id(message)] = message
         else:
             self.header = True
+
+    def take_touched(self) -> dict[int, Message]:
+        """The messages changed since the last call."""
+        touched = self.touched
+        self.touched = {}
+        return touched
 
 
 def _log_failure(future: Future[None]) -> None:
