@@ -181,6 +181,11 @@ async def one(
     return total, first or total, text
 
 
+def completions_url(base: str, chat_id: str, proxied: bool) -> str:
+    """The chat completion URL: the proxy's for the chat, or the upstream's own."""
+    return f"{base}/c/{chat_id}/v1/chat/completions" if proxied else f"{base}/chat/completions"
+
+
 async def measure(
     base: str,
     chats: list[list[dict[str, str]]],
@@ -196,13 +201,8 @@ async def measure(
             tasks = []
             for chat_id, messages in zip(ids, chats, strict=True):
                 messages.append({"role": "user", "content": f"Round {round_number}, {chat_id}."})
-                url = (
-                    f"{base}/c/{chat_id}/v1/chat/completions"
-                    if proxied
-                    else f"{base}/chat/completions"
-                )
                 body = {"model": "m", "messages": list(messages), "stream": stream}
-                tasks.append(one(client, url, body))
+                tasks.append(one(client, completions_url(base, chat_id, proxied), body))
             answers = await asyncio.gather(*tasks)
             for messages, (total, first, reply) in zip(chats, answers, strict=True):
                 times.append((total, first))
@@ -228,9 +228,7 @@ async def measure_paced(
     async with httpx.AsyncClient(timeout=900, limits=limits) as client:
 
         async def chat(chat_id: str, messages: list[dict[str, str]], waits: list[float]) -> None:
-            url = (
-                f"{base}/c/{chat_id}/v1/chat/completions" if proxied else f"{base}/chat/completions"
-            )
+            url = completions_url(base, chat_id, proxied)
             for round_number, wait in enumerate(waits):
                 await asyncio.sleep(wait)
                 messages.append({"role": "user", "content": f"Paced {round_number}, {chat_id}."})

@@ -103,14 +103,10 @@ def layout(raw: bytes) -> Layout | None:
     if raw[pos : pos + 1] == b"}":
         return None
     while True:
-        key_match = _STRING_RE.match(raw, pos)
-        if key_match is None:
+        field = _field_at(raw, pos)
+        if field is None:
             return None
-        key = loads(key_match.group())
-        pos = _ws(raw, key_match.end())
-        if raw[pos : pos + 1] != b":":
-            return None
-        pos = _ws(raw, pos + 1)
+        key, pos = field
         if key == "messages":
             if found is not None or raw[pos : pos + 1] != b"[":
                 return None  # a second `messages`, or one that is not an array
@@ -133,6 +129,17 @@ def layout(raw: bytes) -> Layout | None:
         if mark != b",":
             return None
         pos = _ws(raw, pos + 1)
+
+
+def _field_at(raw: bytes, pos: int) -> tuple[Any, int] | None:
+    """The key of the object field at `pos`, and the offset of its value."""
+    key_match = _STRING_RE.match(raw, pos)
+    if key_match is None:
+        return None
+    colon = _ws(raw, key_match.end())
+    if raw[colon : colon + 1] != b":":
+        return None
+    return loads(key_match.group()), _ws(raw, colon + 1)
 
 
 def elements_of(raw: bytes, opening: int) -> tuple[list[int], list[int], int] | None:
@@ -232,14 +239,10 @@ def opening_elements(raw: bytes, leading: Callable[[Any], bool]) -> list[Any] | 
         return None
     pos = _ws(raw, pos + 1)
     while True:
-        key_match = _STRING_RE.match(raw, pos)
-        if key_match is None:
+        field = _field_at(raw, pos)
+        if field is None:
             return None
-        key = loads(key_match.group())
-        pos = _ws(raw, key_match.end())
-        if raw[pos : pos + 1] != b":":
-            return None
-        pos = _ws(raw, pos + 1)
+        key, pos = field
         if key == "messages":
             return _first_elements(raw, pos, leading)
         end = _value_end(raw, pos)
