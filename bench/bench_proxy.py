@@ -193,6 +193,7 @@ async def measure(
     stream: bool,
     proxied: bool,
     ids: list[str],
+    model: str = "m",
 ) -> list[tuple[float, float]]:
     times: list[tuple[float, float]] = []
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
@@ -201,7 +202,7 @@ async def measure(
             tasks = []
             for chat_id, messages in zip(ids, chats, strict=True):
                 messages.append({"role": "user", "content": f"Round {round_number}, {chat_id}."})
-                body = {"model": "m", "messages": list(messages), "stream": stream}
+                body = {"model": model, "messages": list(messages), "stream": stream}
                 tasks.append(one(client, completions_url(base, chat_id, proxied), body))
             answers = await asyncio.gather(*tasks)
             for messages, (total, first, reply) in zip(chats, answers, strict=True):
@@ -335,7 +336,9 @@ def paced(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
     ids = [f"paced-{n}" for n in range(100)]
     chats = [history(chat_id) for chat_id in ids]
     rounds = 4
-    asyncio.run(measure(proxy_url, chats, 1, False, True, ids))  # the proxy learns the chats
+    # The proxy learns the chats (with the model the clients then keep using: a request that
+    # changes anything before the history, the model included, is reconciled in full).
+    asyncio.run(measure(proxy_url, chats, 1, False, True, ids, MODEL_LIKE))
     store = SQLiteStore(db)
     queue = JobQueue(store)
     figures: dict[str, object] = {"jobs queued at the start": queue.counts()["queued"]}

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,6 +294,10 @@ def create_app(config: ServerConfig) -> FastAPI:
             mask=masked,
         )
 
+    # Chat completions skip FastAPI's middleware and routing (`_ChatLane`).
+    stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: _ChatLane(stack(), chat_completions, app)  # type: ignore[method-assign]
+
     @app.post("/v1/chat/completions")
     async def chat_default(request: Request) -> Response:
         return await chat_completions(request, None)
@@ -319,6 +323,48 @@ def create_app(config: ServerConfig) -> FastAPI:
         return await passthrough(request, "models")
 
     return app
+
+
+_CHAT_PATH = "/v1/chat/completions"
+Lane = Callable[[Request, str | None], Awaitable[Response]]
+
+
+class _ChatLane:
+    """A short way in for chat completions, in front of the whole application: they go
+    straight to their handler instead of through FastAPI's middleware and routing, which every
+    chunk of a streamed answer would otherwise pass through too. The routes stay declared (the
+    docs list them, and any path this does not recognise goes the long way)."""
+
+    def __init__(self, app: Any, lane: Lane, owner: FastAPI) -> None:
+        self.app = app
+        self.lane = lane
+        self.owner = owner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            chat_id = _chat_of_path(scope["path"])
+            if chat_id is not None:
+                scope["app"] = self.owner
+                try:
+                    response = await self.lane(Request(scope, receive), chat_id or None)
+                except Exception:  # what ServerErrorMiddleware would do, in our error shape
+                    log.exception("a chat completion failed")
+                    response = error_response(500, "the proxy failed on this request (see its log)")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _chat_of_path(path: str) -> str | None:
+    """ "" for `/v1/chat/completions`, the chat id for `/c/{chat_id}/v1/chat/completions`
+    (one path segment, as the declared route matches), else None."""
+    if path == _CHAT_PATH:
+        return ""
+    if path.startswith("/c/") and path.endswith(_CHAT_PATH):
+        chat_id = path[3 : -len(_CHAT_PATH)]
+        if chat_id and "/" not in chat_id:
+            return chat_id
+    return None
 
 
 async def _keep(heap: HeapKeeper) -> None:
