@@ -347,6 +347,8 @@ class _ChatLane:
                 scope["app"] = self.owner
                 try:
                     response = await self.lane(Request(scope, receive), chat_id or None)
+                except AutorecapError as error:  # what the app's exception handler does
+                    response = error_response(error.http_status, str(error))
                 except Exception:  # what ServerErrorMiddleware would do, in our error shape
                     log.exception("a chat completion failed")
                     response = error_response(500, "the proxy failed on this request (see its log)")
