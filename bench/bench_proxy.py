@@ -4,9 +4,11 @@ frontend does), streaming and not. Figures, never asserted.
 
 Two loads:
 - burst: 1 or 100 clients send at the same moment, round after round, to an upstream that
-  answers at once. With 100 clients this is a thundering herd on 2 cores shared by the client,
-  the upstream and the proxy: it measures how fast the machine drains 100 x 200 KB requests, so
-  the proxy's CPU per request (printed too) decides the figure.
+  answers at once; a round against the upstream directly, then the same through the proxy,
+  alternately, so that both see the machine in the same state. With 100 clients this is a
+  thundering herd on 2 cores shared by the client, the upstream and the proxy: it measures how
+  fast the machine drains 100 x 200 KB requests, so the proxy's CPU per request (printed too)
+  decides the figure.
 - paced: 100 clients each on their own, with a think time between requests (1-3 s), to an
   upstream that answers like a model (first token after 200 ms, then 20 more 20 ms apart).
 
@@ -195,20 +197,63 @@ async def measure(
     ids: list[str],
     model: str = "m",
 ) -> list[tuple[float, float]]:
-    times: list[tuple[float, float]] = []
+    """`rounds` rounds, each client sending its next request at the same moment."""
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     async with httpx.AsyncClient(timeout=900, limits=limits) as client:
+        times: list[tuple[float, float]] = []
         for round_number in range(rounds):
-            tasks = []
-            for chat_id, messages in zip(ids, chats, strict=True):
-                messages.append({"role": "user", "content": f"Round {round_number}, {chat_id}."})
-                body = {"model": model, "messages": list(messages), "stream": stream}
-                tasks.append(one(client, completions_url(base, chat_id, proxied), body))
-            answers = await asyncio.gather(*tasks)
-            for messages, (total, first, reply) in zip(chats, answers, strict=True):
-                times.append((total, first))
-                messages.append({"role": "assistant", "content": reply})  # as a frontend keeps it
+            times += await burst(client, base, chats, round_number, stream, proxied, ids, model)
     return times
+
+
+async def burst(
+    client: httpx.AsyncClient,
+    base: str,
+    chats: list[list[dict[str, str]]],
+    round_number: int,
+    stream: bool,
+    proxied: bool,
+    ids: list[str],
+    model: str = "m",
+) -> list[tuple[float, float]]:
+    """One round: every client sends its chat's next request at once, then keeps the reply."""
+    tasks = []
+    for chat_id, messages in zip(ids, chats, strict=True):
+        messages.append({"role": "user", "content": f"Round {round_number}, {chat_id}."})
+        body = {"model": model, "messages": list(messages), "stream": stream}
+        tasks.append(one(client, completions_url(base, chat_id, proxied), body))
+    answers = await asyncio.gather(*tasks)
+    times = []
+    for messages, (total, first, reply) in zip(chats, answers, strict=True):
+        times.append((total, first))
+        messages.append({"role": "assistant", "content": reply})  # as a frontend keeps it
+    return times
+
+
+async def alternating(
+    proxy_url: str,
+    upstream_url: str,
+    chats: list[list[dict[str, str]]],
+    rounds: int,
+    stream: bool,
+    ids: list[str],
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(direct, proxied): the same rounds against the upstream and through the proxy, one
+    after the other round by round, so that both see the machine in the same state."""
+    direct_chats = [list(m) for m in chats]
+    direct: list[tuple[float, float]] = []
+    proxied: list[tuple[float, float]] = []
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with (
+        httpx.AsyncClient(timeout=900, limits=limits) as to_upstream,
+        httpx.AsyncClient(timeout=900, limits=limits) as to_proxy,
+    ):
+        for number in range(rounds):
+            direct += await burst(
+                to_upstream, upstream_url, direct_chats, number, stream, False, ids
+            )
+            proxied += await burst(to_proxy, proxy_url, chats, number, stream, True, ids)
+    return direct, proxied
 
 
 async def measure_paced(
@@ -301,18 +346,17 @@ def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
         figures: dict[str, object] = {}
         ids = [f"bench-{clients}-{n}" for n in range(clients)]
         base_chats = [history(chat_id) for chat_id in ids]
-        rounds = 40 if clients == 1 else 4
+        rounds = 100 if clients == 1 else 8
         for stream in (False, True):
             label = f"{'streaming' if stream else 'not streaming'}"
             # Warm up: the proxy learns each chat (the first request stores 1,000 messages and
             # queues their recap jobs, which the in-process worker then runs).
             warm = [list(m) for m in base_chats]
             asyncio.run(measure(proxy_url, warm, 1, stream, True, ids))
-            direct = asyncio.run(
-                measure(upstream_url, [list(m) for m in warm], rounds, stream, False, ids)
-            )
             cpu = cpu_seconds(proxy_pid)
-            proxied = asyncio.run(measure(proxy_url, warm, rounds, stream, True, ids))
+            direct, proxied = asyncio.run(
+                alternating(proxy_url, upstream_url, warm, rounds, stream, ids)
+            )
             cpu = cpu_seconds(proxy_pid) - cpu
             for name, value in added(direct, proxied, 0).items():
                 figures[f"{label}: added {name} ms"] = value
@@ -392,11 +436,11 @@ def ttfb(proxy_url: str, db: Path) -> None:
     chats = [history("bench-ttfb")]
     asyncio.run(measure(proxy_url, chats, 1, True, True, ["bench-ttfb"]))  # queues 1,000 jobs
     backlog = queue.counts()["queued"]
-    running = asyncio.run(measure(proxy_url, chats, 40, True, True, ["bench-ttfb"]))
+    running = asyncio.run(measure(proxy_url, chats, 100, True, True, ["bench-ttfb"]))
     left = queue.counts()["queued"]
     queue.pause()
     time.sleep(1.0)  # the job in progress finishes
-    paused = asyncio.run(measure(proxy_url, chats, 40, True, True, ["bench-ttfb"]))
+    paused = asyncio.run(measure(proxy_url, chats, 100, True, True, ["bench-ttfb"]))
     queue.resume()
     store.close()
     first_running = [f for _, f in running]
