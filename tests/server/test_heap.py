@@ -134,3 +134,32 @@ def test_a_stopped_keeper_does_nothing(clock: Clock) -> None:
     assert keeper.tick() is None
     keeper.loaded()
     assert gc.get_freeze_count() == 0
+
+
+def test_frozen_cycles_of_a_busy_server_are_reclaimed_once_the_frozen_heap_has_grown(
+    keeper: HeapKeeper, clock: Clock, state: dict[str, float | bool]
+) -> None:
+    """A server that is never quiet for long (`quiet_for` stays short) still reclaims cycles
+    that died frozen, at a moment no request is being computed, once they pile up."""
+    state["quiet"] = 1.0
+    grown_to = heap_module.DEEP_GROWTH * max(gc.get_freeze_count(), 10_000)
+    dead = []
+    while gc.get_freeze_count() < grown_to:  # each one freezes, as loads and sweeps do
+        nodes = [Node() for _ in range(2_000)]
+        dead.append(weakref.ref(nodes[0]))
+        keeper.loaded()
+        del nodes
+    state["busy"] = True
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() is None  # not while a request is being computed
+    state["busy"] = False
+    assert keeper.tick() == "deep"
+    assert all(ref() is None for ref in dead)
+
+
+def test_a_deep_sweep_at_least_once_an_hour_even_in_traffic(
+    keeper: HeapKeeper, clock: Clock, state: dict[str, float | bool]
+) -> None:
+    state["busy"] = True
+    clock.now += heap_module.DEEP_AT_LATEST_S
+    assert keeper.tick() == "deep"

@@ -123,16 +123,18 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             yield
         finally:
-            sweeper.cancel()
-            if worker is not None and thread is not None:
-                worker.stop()
-                thread.join(timeout=30)
-            await relay.close()
-            registry.close()
-            store.close()
-            registry.heap = None
-            heap.stop()
-            sys.setswitchinterval(switch_interval)
+            try:
+                sweeper.cancel()
+                if worker is not None and thread is not None:
+                    worker.stop()
+                    thread.join(timeout=30)
+                await relay.close()
+                registry.close()
+                store.close()
+            finally:  # the collector is the whole process's: given back whatever failed
+                registry.heap = None
+                heap.stop()
+                sys.setswitchinterval(switch_interval)
 
     # FastAPIOffline serves the /docs page's assets itself: no CDN, works offline.
     app = FastAPIOffline(
@@ -198,11 +200,13 @@ def create_app(config: ServerConfig) -> FastAPI:
         turn, content, chosen, stream = prepared
 
         async def done(answer: bytes | None, streamed: bool) -> None:
-            if answer is not None:
-                reply = _streamed_text(answer) if streamed else _reply_text(answer)
-                with registry.answering():
-                    await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
-            registry.settle_later(turn)
+            try:
+                if answer is not None:
+                    reply = _streamed_text(answer) if streamed else _reply_text(answer)
+                    with registry.answering():
+                        await in_chat(turn.chat_id, lambda: registry.record(turn, reply))
+            finally:
+                registry.settle_later(turn)  # whatever happened: the turn is saved and closed
 
         try:
             return await relay.forward(

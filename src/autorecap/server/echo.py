@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any
 
+import orjson
+
 from autorecap.core.model import NARRATOR_TYPE, Chat, Message
 from autorecap.core.prompt import assemble_messages
 from autorecap.core.reconcile import ClientMessage, Op, Plan, plan
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.errors import AutorecapError
-from autorecap.server.wire import Layout, elements_after, layout, loads, splice, tail_fields
+from autorecap.server.wire import Layout, elements_after, layout, splice, tail_fields
 
 _TEXT = methodcaller("get", "mes")
 """A stored message's `mes` (mapped over whole chats: C-level calls, no Python loop)."""
@@ -265,9 +267,11 @@ def repeat_of(
     fields = tail_fields(raw, close)
     if fields is None or "messages" in fields:
         return None
-    try:
-        elements = [loads(raw[start:end]) for start, end in zip(new_starts, new_ends, strict=True)]
-    except ValueError:
+    try:  # orjson alone: what it refuses (NaN, a lone surrogate) the full path sorts out
+        elements = [
+            orjson.loads(raw[start:end]) for start, end in zip(new_starts, new_ends, strict=True)
+        ]
+    except orjson.JSONDecodeError:
         return None
     count = len(layout.starts)
     try:

@@ -11,8 +11,9 @@ collection and then moves every surviving object to the permanent generation (`g
 the next one walks only what was made since, a few milliseconds' worth. A freshly loaded chat is
 frozen at once (`loaded()`). Frozen objects are still freed by reference counting as usual; only
 reference cycles among them (a deleted chat: its messages point back at it) wait for a deep sweep,
-which unfreezes everything and collects it all, made when the server has been quiet for a while
-(`DEEP_QUIET_S`) and at shutdown.
+which unfreezes everything and collects it all: when the server has been quiet for a while
+(`DEEP_QUIET_S`), when the frozen objects have grown by half since the last one (at a moment no
+request is being computed), at least once an hour, and at shutdown.
 
 The collector is process-wide, so the keeper is too: the first server that starts it turns it on,
 the last one that stops it restores the collector as it was.
@@ -33,6 +34,12 @@ DEEP_QUIET_S = 10.0
 """How long a server must have been quiet before a deep sweep (which walks everything)."""
 DEEP_EVERY_S = 600.0
 """How often a deep sweep is wanted, at most."""
+DEEP_GROWTH = 1.5
+"""A deep sweep at the next moment no request is being computed, quiet or not, once this many
+times as many objects are frozen as after the last one: cycles that died frozen (a busy
+server is never quiet for long) cannot pile up beyond that."""
+DEEP_AT_LATEST_S = 3600.0
+"""A deep sweep at least this often, even in the middle of traffic (one pause an hour)."""
 _OFF = 1_000_000_000
 """A generation 2 threshold that is never reached: the collector's own full collections off."""
 
@@ -61,6 +68,7 @@ class HeapKeeper:
         self._last_sweep = clock()
         self._last_deep = clock()
         self._dropped = False
+        self._frozen_after_deep = 0
 
     def start(self) -> None:
         """Turn the collector's own full collections off and freeze what exists now."""
@@ -74,6 +82,7 @@ class HeapKeeper:
                 gc.freeze()
             HeapKeeper._users += 1
         self.started = True
+        self._frozen_after_deep = gc.get_freeze_count()
 
     def stop(self) -> None:
         """Give the collector back as it was (everything unfrozen) when no server uses it."""
@@ -102,14 +111,23 @@ class HeapKeeper:
         now = self.clock()
         since = now - self._last_sweep
         quiet = not self.busy()
-        deep_due = self._dropped or now - self._last_deep >= DEEP_EVERY_S
-        if quiet and deep_due and self.quiet_for() >= DEEP_QUIET_S:
+        if self._deep_due(now, quiet):
             self.sweep(deep=True)
             return "deep"
         if (quiet and since >= SWEEP_EVERY_S) or since >= SWEEP_AT_LATEST_S:
             self.sweep()
             return "sweep"
         return None
+
+    def _deep_due(self, now: float, quiet: bool) -> bool:
+        if now - self._last_deep >= DEEP_AT_LATEST_S:
+            return True
+        if not quiet:
+            return False
+        if gc.get_freeze_count() >= DEEP_GROWTH * max(self._frozen_after_deep, 10_000):
+            return True
+        wanted = self._dropped or now - self._last_deep >= DEEP_EVERY_S
+        return wanted and self.quiet_for() >= DEEP_QUIET_S
 
     def sweep(self, *, deep: bool = False) -> None:
         """A full collection of what is not frozen (`deep`: of everything), then freeze."""
@@ -123,4 +141,5 @@ class HeapKeeper:
         if deep:
             self._last_deep = now
             self._dropped = False
+            self._frozen_after_deep = gc.get_freeze_count()
             self.deep_sweeps += 1

@@ -79,9 +79,10 @@ class Turn:
 
     settling: bool = False
     """`settle_later` was called (once is enough)."""
-    version: int = -1
-    """`chat.messages.version` when the turn began: a later request that changed the message
-    list meanwhile carried the client's own copy of the reply (its list is the truth)."""
+    after: Message | None = None
+    """The stored message the reply follows (the last one when the turn began), or, for a
+    regeneration, the message the reply becomes a swipe of: the reply is recorded after the
+    client has it, and other requests may have changed the chat meanwhile."""
 
 
 class ChatRegistry:
@@ -253,14 +254,15 @@ class ChatRegistry:
                 outgoing["messages"] = self._outgoing(session, result, sent)
                 content = dumps(outgoing)
                 stream = bool(body.get("stream"))
-                unsaved.take_touched()
                 echo = remember(chat, raw, sent, result) if self.fast else None
-            if echo is not None:
-                self._keep_echo(chat_id, echo)
+            self._keep_echo(chat_id, echo)  # changes are watched from here on
             turn = Turn(
                 chat_id, content, stream, result.regenerate, result, injected, touched, chat
             )
-            turn.version = chat.messages.version
+            if result.regenerate is not None:
+                turn.after = chat.messages[result.regenerate]
+            elif chat.messages:
+                turn.after = chat.messages[-1]
             with self._guard:
                 self._open_turns += 1
             return turn
@@ -283,11 +285,15 @@ class ChatRegistry:
         return touched
 
     def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
+        self._unsaved[chat_id].watch(echo is not None)
         if echo is None:
             return
         self._echoes[chat_id] = echo
         while len(self._echoes) > ECHOES:  # the least recently used goes
-            self._echoes.pop(next(iter(self._echoes)))
+            gone = next(iter(self._echoes))
+            self._echoes.pop(gone)
+            if gone in self._unsaved:
+                self._unsaved[gone].watch(False)
 
     def _apply(
         self,
@@ -359,16 +365,32 @@ class ChatRegistry:
                     "chat %r was deleted or replaced during a request: reply not kept", turn.chat_id
                 )
                 return
-            if session.chat.messages.version != turn.version:
-                # The client sent its next request before this reply was recorded (the reply
-                # is recorded after the client has it): that request's list holds the reply.
-                log.debug("chat %r moved on before its reply was recorded", turn.chat_id)
-                return
-            if turn.regenerate is not None and turn.regenerate < len(session.chat.messages):
-                turn.recorded = session.swipe(turn.regenerate, text=reply)
-            else:
-                turn.recorded = session.receive(reply)
-            session.refresh()
+            turn.recorded = self._record(session, turn, reply)
+            if turn.recorded is not None:
+                session.refresh()
+
+    def _record(self, session: Session, turn: Turn, reply: str) -> Message | None:
+        """Where the reply goes, now that other requests may have changed the chat since the
+        turn began: usually right after the message it follows, the last one."""
+        messages = session.chat.messages
+        anchor = _position(messages, turn.after) if turn.after is not None else -1
+        if turn.regenerate is not None:
+            if anchor is None:
+                log.info(
+                    "chat %r: the regenerated reply is gone, new answer not kept", turn.chat_id
+                )
+                return None
+            return session.swipe(anchor, text=reply)
+        if anchor is None or anchor == len(messages) - 1:  # its predecessor gone: at the end
+            return session.receive(reply)
+        following = messages[anchor + 1]
+        if following.is_user or following.is_narrator:
+            # The client's next request came first, without this reply: its list is the truth.
+            log.info("chat %r moved on without the reply: not kept", turn.chat_id)
+            return None
+        if following.text.strip() == reply.strip():
+            return None  # the client's next request came first and carried it
+        return session.swipe(anchor + 1, text=reply)  # another answer for the same place
 
     def settle(self, turn: Turn) -> None:
         """Save the turn's changes and queue recap jobs for the messages it added or changed."""
@@ -513,6 +535,15 @@ class ChatRegistry:
                 self.heap.dropped()
 
 
+def _position(messages: list[Message], wanted: Message | None) -> int | None:
+    """The index of the message object `wanted`, searched from the end (where it usually
+    is); None when it is no longer there."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is wanted:
+            return index
+    return None
+
+
 @dataclass
 class _Unsaved:
     """What of one open chat is not saved yet (fed by the chat's change listener)."""
@@ -525,13 +556,20 @@ class _Unsaved:
 
     touched: dict[int, Message] = field(default_factory=dict)
     """Messages changed since the chat's echo was made (`server.echo`), by `id()`."""
+    watching: bool = False
+    """The chat has an echo: `touched` is kept."""
 
     def remember(self, message: Message | None) -> None:
         if message is not None:
             self.messages[id(message)] = message
-            self.touched[id(message)] = message
+            if self.watching:
+                self.touched[id(message)] = message
         else:
             self.header = True
+
+    def watch(self, on: bool) -> None:
+        self.watching = on
+        self.touched = {}
 
     def take_touched(self) -> dict[int, Message]:
         """The messages changed since the last call."""

@@ -12,8 +12,9 @@ import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import aiohttp
+import anyio
 from fastapi.responses import Response, StreamingResponse
-from starlette.background import BackgroundTask
+from starlette.types import Receive, Scope, Send
 
 from autorecap.server.responses import error_response
 
@@ -85,14 +86,18 @@ class Upstream:
                 return self.unreachable(error)
             response.release()
             answer = body if response.status < 400 else None
-            return Response(
+
+            async def handed_on() -> None:
+                if done is not None:
+                    await done(answer, stream)
+
+            # Handed on after the answer is sent: recording it is not the client's wait.
+            return _Answer(
                 mask(body),
                 response.status,
                 media_type=media,
                 headers=extra_headers if not stream else None,
-                # After the answer is sent: recording it is not the client's wait.
-                background=BackgroundTask(done, answer, stream) if done is not None else None,
-            )
+            ).then(handed_on)
 
         outcome: list[bytes | None] = [None]
 
@@ -119,21 +124,60 @@ class Upstream:
         body_iterator = relay()
 
         async def after() -> None:
-            """Once the stream has ended or the client has left (the generator is closed
-            first, so that the upstream connection is closed even when the client left while
-            a chunk was being sent): hand the answer on."""
+            """Once the stream has ended, failed, or the client has left (the generator is
+            closed first, so that the upstream connection is closed even when the client left
+            while a chunk was being sent): hand the answer on."""
             await body_iterator.aclose()
             if done is not None:
                 await done(outcome[0], True)
 
-        return StreamingResponse(
-            body_iterator,
-            status_code=response.status,
-            media_type=media,
-            headers=extra_headers,
-            background=BackgroundTask(after),
-        )
+        return _Stream(
+            body_iterator, status_code=response.status, media_type=media, headers=extra_headers
+        ).then(after)
 
     def unreachable(self, error: BaseException) -> Response:
         kind = type(error).__name__
         return error_response(502, f"the upstream at {self.shown} cannot be reached ({kind})")
+
+
+After = Callable[[], Awaitable[None]]
+
+
+class _Answer(Response):
+    """A response that runs `after` once it is sent, or failed to be: whatever happens to the
+    client, the turn is always handed on (a background task would be skipped on an error)."""
+
+    after: After | None = None
+
+    def then(self, after: After) -> _Answer:
+        self.after = after
+        return self
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await _finally(self.after)
+
+
+class _Stream(StreamingResponse):
+    """`_Answer` for a streamed answer: `after` runs when the stream has ended, failed (the
+    upstream dropped the connection or fell silent) or lost its client."""
+
+    after: After | None = None
+
+    def then(self, after: After) -> _Stream:
+        self.after = after
+        return self
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await _finally(self.after)
+
+
+async def _finally(after: After | None) -> None:
+    if after is not None:
+        with anyio.CancelScope(shield=True):  # even when the request's task is cancelled
+            await after()

@@ -196,8 +196,8 @@ def tail_fields(raw: bytes, close: int) -> dict[str, Any] | None:
     if raw[first : first + 1] != b'"':
         return None  # `,}` is no JSON, though `{` + `}` would be
     try:
-        fields = loads(b"{" + raw[pos + 1 :])
-    except ValueError:
+        fields = orjson.loads(b"{" + raw[pos + 1 :])
+    except orjson.JSONDecodeError:
         return None
     return fields if isinstance(fields, dict) else None
 
