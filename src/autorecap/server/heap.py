@@ -69,6 +69,7 @@ class HeapKeeper:
         self._last_deep = clock()
         self._dropped = False
         self._frozen_after_deep = 0
+        self._frozen_since_deep = 0
 
     def start(self) -> None:
         """Turn the collector's own full collections off and freeze what exists now."""
@@ -98,7 +99,13 @@ class HeapKeeper:
     def loaded(self) -> None:
         """A chat was loaded: its objects live as long as the server, never walk them again."""
         if self.started:
-            gc.freeze()
+            self._freeze()
+
+    def _freeze(self) -> None:
+        """`gc.freeze()`, counting what it freezes (only what is not frozen yet is counted:
+        `gc.get_freeze_count()` would walk everything)."""
+        self._frozen_since_deep += sum(len(gc.get_objects(generation)) for generation in range(3))
+        gc.freeze()
 
     def dropped(self) -> None:
         """A chat was forgotten: its frozen objects wait for the next deep sweep."""
@@ -124,7 +131,8 @@ class HeapKeeper:
             return True
         if not quiet:
             return False
-        if gc.get_freeze_count() >= DEEP_GROWTH * max(self._frozen_after_deep, 10_000):
+        grown = self._frozen_since_deep / max(self._frozen_after_deep, 10_000)
+        if grown >= DEEP_GROWTH - 1:
             return True
         wanted = self._dropped or now - self._last_deep >= DEEP_EVERY_S
         return wanted and self.quiet_for() >= DEEP_QUIET_S
@@ -134,12 +142,16 @@ class HeapKeeper:
         if deep:
             gc.unfreeze()
         gc.collect()
-        gc.freeze()
+        if deep:
+            gc.freeze()
+            self._frozen_after_deep = gc.get_freeze_count()  # the one walk of everything
+            self._frozen_since_deep = 0
+        else:
+            self._freeze()
         now = self.clock()
         self._last_sweep = now
         self.sweeps += 1
         if deep:
             self._last_deep = now
             self._dropped = False
-            self._frozen_after_deep = gc.get_freeze_count()
             self.deep_sweeps += 1
