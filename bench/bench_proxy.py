@@ -237,12 +237,15 @@ async def alternating(
     rounds: int,
     stream: bool,
     ids: list[str],
-) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(direct, proxied): the same rounds against the upstream and through the proxy, one
-    after the other round by round, so that both see the machine in the same state."""
+    proxy_pid: int,
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]], float]:
+    """(direct, proxied, the proxy process's CPU seconds during the proxied rounds): the same
+    rounds against the upstream and through the proxy, one after the other round by round,
+    so that both see the machine in the same state."""
     direct_chats = [list(m) for m in chats]
     direct: list[tuple[float, float]] = []
     proxied: list[tuple[float, float]] = []
+    cpu = 0.0
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     async with (
         httpx.AsyncClient(timeout=900, limits=limits) as to_upstream,
@@ -252,8 +255,10 @@ async def alternating(
             direct += await burst(
                 to_upstream, upstream_url, direct_chats, number, stream, False, ids
             )
+            before = cpu_seconds(proxy_pid)
             proxied += await burst(to_proxy, proxy_url, chats, number, stream, True, ids)
-    return direct, proxied
+            cpu += cpu_seconds(proxy_pid) - before
+    return direct, proxied, cpu
 
 
 async def measure_paced(
@@ -353,17 +358,15 @@ def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
             # queues their recap jobs, which the in-process worker then runs).
             warm = [list(m) for m in base_chats]
             asyncio.run(measure(proxy_url, warm, 1, stream, True, ids))
-            cpu = cpu_seconds(proxy_pid)
-            direct, proxied = asyncio.run(
-                alternating(proxy_url, upstream_url, warm, rounds, stream, ids)
+            direct, proxied, cpu = asyncio.run(
+                alternating(proxy_url, upstream_url, warm, rounds, stream, ids, proxy_pid)
             )
-            cpu = cpu_seconds(proxy_pid) - cpu
             for name, value in added(direct, proxied, 0).items():
                 figures[f"{label}: added {name} ms"] = value
             figures[f"{label}: direct p50 ms"] = round(
                 percentile([t for t, _ in direct], 50) * 1e3, 2
             )
-            figures[f"{label}: proxy process CPU per request ms (worker included)"] = round(
+            figures[f"{label}: proxy CPU per request ms (its worker included)"] = round(
                 cpu / len(proxied) * 1e3, 2
             )
         report(
