@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import operator
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from autorecap.core.model import Chat, Message
-from autorecap.core.prompt import HistoryItem, assemble_chat
-from autorecap.core.reconcile import ClientMessage, Plan, plan
-from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts
+from autorecap.core.reconcile import Plan, plan
+from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
@@ -28,6 +25,7 @@ from autorecap.llm.base import RecapBackend
 from autorecap.paths import autorecap_home
 from autorecap.profiles import SETTINGS_FILE, Profiles
 from autorecap.server.access import owner_of
+from autorecap.server.carry import carry_out, outgoing_messages
 from autorecap.server.echo import (
     Echo,
     ProxyError,
@@ -39,16 +37,14 @@ from autorecap.server.echo import (
     stored_pairs,
 )
 from autorecap.server.heap import HeapKeeper
+from autorecap.server.traffic import Traffic
 from autorecap.server.wire import dumps, loads, parse_body
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
-_HIDDEN = operator.methodcaller("get", "is_system")
 log = logging.getLogger("autorecap.server")
-QUIET_S = 0.05
-"""How long after a request the recap worker waits before taking a job."""
 ECHOES = 512
 """How many chats' last requests are kept for the fast path (`server.echo`)."""
 __all__ = ["HEADER_CHAT", "ChatRegistry", "ProxyError", "Turn", "client_messages", "fingerprint"]
@@ -116,14 +112,18 @@ class ChatRegistry:
         self._sessions: dict[str, Session] = {}
         self._unsaved: dict[str, _Unsaved] = {}
         self._echoes: dict[str, Echo] = {}
-        self._wanting: dict[str, int] = {}
         self.fast = True
         """Recognise a chat's next request from its last one (`server.echo`); off, every
         request is reconciled in full (the tests compare the two)."""
         self.fast_turns = 0
         """Requests reconciled by the fast path."""
-        self._in_flight = 0
-        self._last_answered = 0.0
+        self.traffic = Traffic()
+        # What the server and the worker ask of the traffic (`server.traffic`).
+        self.answering = self.traffic.answering
+        self.wanting = self.traffic.wanting
+        self.wanted = self.traffic.wanted
+        self.busy = self.traffic.busy
+        self.quiet_for = self.traffic.quiet_for
         self._open_turns = 0
         self._turns_closed = threading.Condition(self._guard)
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
@@ -238,7 +238,7 @@ class ChatRegistry:
             touched: list[Message] = []
             if repeat is not None:
                 result = repeat.plan
-                touched = self._carry_out(session, result)
+                touched = carry_out(session, result)
                 changed.update(unsaved.take_touched())
                 made = repeat.outgoing(chat, session.slots, changed)
             if made is not None and repeat is not None:
@@ -249,9 +249,9 @@ class ChatRegistry:
                 body = body if body is not None else parse_body(raw)
                 sent = request_messages(body)
                 result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
-                touched += self._carry_out(session, result)
+                touched += carry_out(session, result)
                 outgoing = dict(body)
-                outgoing["messages"] = self._outgoing(session, result, sent)
+                outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)
                 content = dumps(outgoing)
                 stream = bool(body.get("stream"))
                 echo = remember(chat, raw, sent, result) if self.fast else None
@@ -267,23 +267,6 @@ class ChatRegistry:
                 self._open_turns += 1
             return turn
 
-    def _carry_out(self, session: Session, result: Plan) -> list[Message]:
-        """Apply a plan's operations (each fires its event), refresh once at the end; the
-        messages added or edited."""
-        chat = session.chat
-        last = len(result.ops) - 1
-        touched: list[Message] = []
-        for number, op in enumerate(result.ops):
-            # A long history arriving at once (a new chat): one refresh at the end.
-            self._apply(session, op.kind, op.index, op.message, quiet=number < last)
-            if op.kind == "append":
-                touched.append(chat.messages[-1])
-            elif op.kind == "edit":
-                touched.append(chat.messages[op.index])
-        if result.ops:
-            session.refresh()
-        return touched
-
     def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
         self._unsaved[chat_id].watch(echo is not None)
         if echo is None:
@@ -294,64 +277,6 @@ class ChatRegistry:
             self._echoes.pop(gone)
             if gone in self._unsaved:
                 self._unsaved[gone].watch(False)
-
-    def _apply(
-        self,
-        session: Session,
-        kind: str,
-        index: int,
-        message: ClientMessage | None,
-        *,
-        quiet: bool = False,
-    ) -> None:
-        if kind == "delete":
-            session.delete_message(index)
-        elif kind == "edit" and message is not None:
-            session.edit_message(index, message.content)
-        elif kind == "append" and message is not None:
-            if message.role == "user":
-                session.send(message.content, name=message.name or None, quiet=quiet)
-            elif message.role == "assistant":
-                session.receive(message.content, name=message.name or None, quiet=quiet)
-            else:  # a system note inside the history: a narrator message
-                session.chat.append(
-                    {
-                        "name": message.name or "System",
-                        "is_user": False,
-                        "is_system": False,
-                        "mes": message.content,
-                        "extra": {"type": "narrator"},
-                    }
-                )
-                session.chat.notify_change(session.chat.messages[-1])
-
-    def _outgoing(
-        self, session: Session, result: Plan, sent: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """The request's own messages (all their fields kept), hidden ones left out, with the
-        memory placed among them."""
-        hidden = {i for i, m in enumerate(session.chat.messages) if m.get("is_system")}
-        history = [
-            HistoryItem(
-                message.role,
-                message.content,
-                message.name,
-                index in hidden,
-                index,
-                source=sent[message.at] if message.at >= 0 else None,
-            )
-            for index, message in enumerate(result.history)
-        ]
-        system = [
-            sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content}
-            for m in result.system
-        ]
-        # When the client already carries our memory, nothing is injected a second time.
-        slots = ExtensionPrompts() if result.carries_injection else session.slots
-        built = assemble_chat(
-            system, history, slots, session.counter, context_size=self.context_size, count=False
-        )
-        return built.messages
 
     def record(self, turn: Turn, reply: str) -> None:
         """Put the answer into the in-memory chat: a new message, or a new swipe of the
@@ -462,48 +387,6 @@ class ChatRegistry:
             session.refresh()
             parts = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
             return "\n".join(part for part in parts if part and part.strip())
-
-    # --- traffic ---------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def answering(self) -> Iterator[None]:
-        """Count a request as in flight while it is being answered (the worker holds back)."""
-        with self._guard:
-            self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._guard:
-                self._in_flight -= 1
-                self._last_answered = time.monotonic()
-
-    @contextlib.contextmanager
-    def wanting(self, chat_id: str) -> Iterator[None]:
-        """Count a request as waiting for (or holding) a chat's lock: a recap job that holds
-        it finishes without pausing."""
-        with self._guard:
-            self._wanting[chat_id] = self._wanting.get(chat_id, 0) + 1
-        try:
-            yield
-        finally:
-            with self._guard:
-                left = self._wanting.pop(chat_id) - 1
-                if left:
-                    self._wanting[chat_id] = left
-
-    def wanted(self, chat_id: str) -> bool:
-        return chat_id in self._wanting
-
-    def busy(self) -> bool:
-        """True while requests are being answered, and for a moment after one (a frontend
-        often sends the next request at once): recap jobs wait for a quiet moment."""
-        return self._in_flight > 0 or time.monotonic() - self._last_answered < QUIET_S
-
-    def quiet_for(self) -> float:
-        """Seconds since the last request was answered (0 while one is)."""
-        if self._in_flight > 0:
-            return 0.0
-        return time.monotonic() - self._last_answered
 
     def sessions(self) -> list[str]:
         with self._guard:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Self
 
 import aiohttp
 import anyio
@@ -143,38 +144,31 @@ class Upstream:
 After = Callable[[], Awaitable[None]]
 
 
-class _Answer(Response):
+class _Then:
     """A response that runs `after` once it is sent, or failed to be: whatever happens to the
-    client, the turn is always handed on (a background task would be skipped on an error)."""
+    client or the upstream, the turn is always handed on (a background task would be skipped
+    on an error)."""
 
     after: After | None = None
 
-    def then(self, after: After) -> _Answer:
+    def then(self, after: After) -> Self:
         self.after = after
         return self
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, send)  # type: ignore[misc]
         finally:
             await _finally(self.after)
 
 
-class _Stream(StreamingResponse):
-    """`_Answer` for a streamed answer: `after` runs when the stream has ended, failed (the
-    upstream dropped the connection or fell silent) or lost its client."""
+class _Answer(_Then, Response):
+    """A whole answer, then `after`."""
 
-    after: After | None = None
 
-    def then(self, after: After) -> _Stream:
-        self.after = after
-        return self
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await _finally(self.after)
+class _Stream(_Then, StreamingResponse):
+    """A streamed answer, then `after`: when the stream has ended, failed (the upstream
+    dropped the connection or fell silent) or lost its client."""
 
 
 async def _finally(after: After | None) -> None:

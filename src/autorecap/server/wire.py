@@ -94,15 +94,10 @@ class Layout:
 def layout(raw: bytes) -> Layout | None:
     """The layout of a valid JSON request body (already parsed: this does not validate), or
     None when it is not one object with one `messages` array of objects."""
-    pos = _ws(raw, 0)
-    if raw[pos : pos + 1] != b"{":
-        return None
-    pos = _ws(raw, pos + 1)
+    pos = _first_field(raw)
     found: Layout | None = None
     head: dict[str, Any] = {}
-    if raw[pos : pos + 1] == b"}":
-        return None
-    while True:
+    while pos >= 0:
         field = _field_at(raw, pos)
         if field is None:
             return None
@@ -129,6 +124,13 @@ def layout(raw: bytes) -> Layout | None:
         if mark != b",":
             return None
         pos = _ws(raw, pos + 1)
+    return None
+
+
+def _first_field(raw: bytes) -> int:
+    """The offset of a body's first field, -1 when the body is not an object."""
+    pos = _ws(raw, 0)
+    return _ws(raw, pos + 1) if raw[pos : pos + 1] == b"{" else -1
 
 
 def _field_at(raw: bytes, pos: int) -> tuple[Any, int] | None:
@@ -234,11 +236,8 @@ def opening_elements(raw: bytes, leading: Callable[[Any], bool]) -> list[Any] | 
     `leading` is false (a chat's fingerprint is made of the system messages and the first
     other one), without reading the rest; None when the body is not laid out as expected
     (the caller parses it whole)."""
-    pos = _ws(raw, 0)
-    if raw[pos : pos + 1] != b"{":
-        return None
-    pos = _ws(raw, pos + 1)
-    while True:
+    pos = _first_field(raw)
+    while pos >= 0:
         field = _field_at(raw, pos)
         if field is None:
             return None
@@ -252,6 +251,7 @@ def opening_elements(raw: bytes, leading: Callable[[Any], bool]) -> list[Any] | 
         if raw[pos : pos + 1] != b",":
             return None
         pos = _ws(raw, pos + 1)
+    return None
 
 
 def _first_elements(raw: bytes, opening: int, leading: Callable[[Any], bool]) -> list[Any] | None:

@@ -1,0 +1,90 @@
+"""Carrying out a reconciled request on a chat's session (each change fires the seeds' event),
+and the full path's outgoing messages: the request's own messages, hidden ones left out, the
+memory placed among them by SillyTavern's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autorecap.core.model import Message
+from autorecap.core.prompt import HistoryItem, assemble_chat
+from autorecap.core.reconcile import ClientMessage, Plan
+from autorecap.core.slots import ExtensionPrompts
+from autorecap.session import Session
+
+
+def carry_out(session: Session, result: Plan) -> list[Message]:
+    """Apply a plan's operations (each fires its event), refresh once at the end; the
+    messages added or edited."""
+    chat = session.chat
+    last = len(result.ops) - 1
+    touched: list[Message] = []
+    for number, op in enumerate(result.ops):
+        # A long history arriving at once (a new chat): one refresh at the end.
+        apply_op(session, op.kind, op.index, op.message, quiet=number < last)
+        if op.kind == "append":
+            touched.append(chat.messages[-1])
+        elif op.kind == "edit":
+            touched.append(chat.messages[op.index])
+    if result.ops:
+        session.refresh()
+    return touched
+
+
+def apply_op(
+    session: Session,
+    kind: str,
+    index: int,
+    message: ClientMessage | None,
+    *,
+    quiet: bool = False,
+) -> None:
+    """One reconciliation operation on the session (the seeds' event of each)."""
+    if kind == "delete":
+        session.delete_message(index)
+    elif kind == "edit" and message is not None:
+        session.edit_message(index, message.content)
+    elif kind == "append" and message is not None:
+        if message.role == "user":
+            session.send(message.content, name=message.name or None, quiet=quiet)
+        elif message.role == "assistant":
+            session.receive(message.content, name=message.name or None, quiet=quiet)
+        else:  # a system note inside the history: a narrator message
+            session.chat.append(
+                {
+                    "name": message.name or "System",
+                    "is_user": False,
+                    "is_system": False,
+                    "mes": message.content,
+                    "extra": {"type": "narrator"},
+                }
+            )
+            session.chat.notify_change(session.chat.messages[-1])
+
+
+def outgoing_messages(
+    session: Session, result: Plan, sent: list[dict[str, Any]], context_size: int | None
+) -> list[dict[str, Any]]:
+    """The request's own messages (all their fields kept), hidden ones left out, with the
+    memory placed among them."""
+    hidden = {i for i, m in enumerate(session.chat.messages) if m.get("is_system")}
+    history = [
+        HistoryItem(
+            message.role,
+            message.content,
+            message.name,
+            index in hidden,
+            index,
+            source=sent[message.at] if message.at >= 0 else None,
+        )
+        for index, message in enumerate(result.history)
+    ]
+    system = [
+        sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content} for m in result.system
+    ]
+    # When the client already carries our memory, nothing is injected a second time.
+    slots = ExtensionPrompts() if result.carries_injection else session.slots
+    built = assemble_chat(
+        system, history, slots, session.counter, context_size=context_size, count=False
+    )
+    return built.messages
