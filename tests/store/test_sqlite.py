@@ -169,7 +169,7 @@ def test_a_failed_save_writes_nothing(store: SQLiteStore, monkeypatch: pytest.Mo
         calls["n"] += 1
         if calls["n"] == 3:
             raise OSError("disk full")
-        return real(message)  # type: ignore[arg-type]
+        return real(message)
 
     monkeypatch.setattr(sqlite_module, "_changed_message_json", fail_on_third)
     with pytest.raises(OSError, match="disk full"):
@@ -252,3 +252,31 @@ def test_deleting_then_appending_uses_the_full_save(store: SQLiteStore) -> None:
     again = store.load_chat("g")
     assert [m["mes"] for m in again.messages] == [m["mes"] for m in chat.messages]
     assert [m.id for m in again.messages] == [m.id for m in chat.messages]
+
+
+def test_a_message_replaced_in_place_after_a_save_is_seen(store: SQLiteStore) -> None:
+    """The order a save remembers is the message objects: another object at the same place
+    (even with the same text) is a change of the list, saved in full."""
+    store.import_chat(generate_chat(8, seed=8, chat_id="g"))
+    chat = store.load_chat("g")
+    chat.append({"name": "Bot", "mes": "first"})
+    store.save(chat, structure=True)  # remembers the objects
+    replaced = chat.messages[3]
+    chat.messages[3] = chat.adopt(dict(replaced))  # same content, another message
+    chat.append({"name": "Bot", "mes": "second"})
+    store.save(chat, structure=True)
+    again = store.load_chat("g")
+    assert [m["mes"] for m in again.messages] == [m["mes"] for m in chat.messages]
+    assert replaced.id not in [m.id for m in again.messages]
+    assert [m.id for m in again.messages] == [m.id for m in chat.messages]
+
+
+def test_plain_dicts_appended_to_the_list_become_messages_when_saved(store: SQLiteStore) -> None:
+    store.import_chat(generate_chat(6, seed=9, chat_id="g"))
+    chat = store.load_chat("g")
+    store.save(chat, structure=True)
+    chat.messages.append({"name": "User", "is_user": True, "mes": "a plain dict"})
+    chat.messages += [{"name": "Bot", "mes": "and another"}]
+    store.save(chat, structure=True)
+    assert all(m.chat is chat and m.id is not None for m in chat.messages)
+    assert [m["mes"] for m in store.load_chat("g").messages][-2:] == ["a plain dict", "and another"]

@@ -127,24 +127,32 @@ class MessageList(list[Message]):
     """`chat.messages`: a list that counts its changes of structure (`version`), so that a save
     knows in O(1) whether messages were added, removed or moved."""
 
-    __slots__ = ("adopted", "version")
+    __slots__ = ("adopted", "adopted_count", "grown_only", "version")
 
     def __init__(self, items: Iterable[Message] = ()) -> None:
         super().__init__(items)
         self.version = 0
         self.adopted = -1
         """`version` when every item was last made a message of the chat (`Chat.adopt_all`)."""
+        self.adopted_count = 0
+        """How many items there were then."""
+        self.grown_only = False
+        """Only appends since then: the items before `adopted_count` need no second look."""
 
     def _changed(self) -> None:
+        self.version += 1
+        self.grown_only = False
+
+    def _grown(self) -> None:
         self.version += 1
 
     def append(self, item: Message) -> None:
         super().append(item)
-        self._changed()
+        self._grown()
 
     def extend(self, items: Iterable[Message]) -> None:
         super().extend(items)
-        self._changed()
+        self._grown()
 
     def insert(self, index: SupportsIndex, item: Message) -> None:
         super().insert(index, item)
@@ -181,7 +189,7 @@ class MessageList(list[Message]):
 
     def __iadd__(self, items: Iterable[Message]) -> MessageList:  # type: ignore[override,misc]
         super().__iadd__(items)
-        self._changed()
+        self._grown()
         return self
 
 
@@ -314,14 +322,19 @@ class Chat:
 
     def adopt_all(self) -> None:
         """Turn plain dicts put straight into `chat.messages` into messages of this chat (a
-        list unchanged since the last call is not walked again)."""
+        list unchanged since the last call is not walked again, one only appended to since is
+        walked from where it grew)."""
         messages = self._messages
         if messages.adopted == messages.version:
             return
-        for index, message in enumerate(messages):
+        start = messages.adopted_count if messages.grown_only else 0
+        for index in range(start, len(messages)):
+            message = messages[index]
             if not isinstance(message, Message) or message._chat is not self:
                 messages[index] = self.adopt(message)
         messages.adopted = messages.version
+        messages.adopted_count = len(messages)
+        messages.grown_only = True
 
     def __len__(self) -> int:
         return len(self.messages)

@@ -8,6 +8,7 @@ Saving a change writes just the changed rows, in one short transaction.
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 import threading
 import time
@@ -39,10 +40,10 @@ class SQLiteStore(ChatStore):
         self._lock = threading.RLock()
         self.structure_version = 0
         """Counts this connection's changes to chats' message lists (caches key on it)."""
-        self._orders: dict[str, list[int | None]] = {}
-        """Per chat, its stored message ids in order, as this connection last wrote or read
-        them: a save that only appends messages need not read them back. Forgotten when
-        another connection commits (`data_version`)."""
+        self._orders: dict[str, list[int | None] | list[Message]] = {}
+        """Per chat, its stored order as this connection last read it (message ids) or wrote it
+        (the message objects, which keep their ids): a save that only appends messages need
+        not read it back. Forgotten when another connection commits (`data_version`)."""
         self._orders_version = -1
         try:
             self._db = sqlite3.connect(
@@ -265,7 +266,7 @@ class SQLiteStore(ChatStore):
         if structure or full:
             with self._lock:
                 self._check_orders()
-                self._orders[chat.id] = [m._id for m in chat.messages]
+                self._orders[chat.id] = list(chat.messages)
         return written
 
     def _check_orders(self) -> None:
@@ -292,17 +293,15 @@ class SQLiteStore(ChatStore):
         self.structure_version += 1
         self._check_orders()
         known = self._orders.pop(chat.id, None)
-        if known is not None:
-            ids = [m._id for m in chat.messages]
-            if ids[: len(known)] == known and ids.count(None) == len(ids) - len(known):
-                # Messages appended at the end, and the stored order known: no need to read it.
-                fresh = chat.messages[len(known) :]
-                self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids)
-                self._db.execute(
-                    "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
-                    (next_pos + len(fresh), time.time(), chat.id),
-                )
-                return len(fresh)
+        if known is not None and _appended_to(known, chat.messages):
+            # Messages appended at the end, and the stored order known: no need to read it.
+            fresh = chat.messages[len(known) :]
+            self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids)
+            self._db.execute(
+                "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
+                (next_pos + len(fresh), time.time(), chat.id),
+            )
+            return len(fresh)
         stored = self._db.execute(
             "SELECT id, pos FROM messages WHERE chat_id = ? ORDER BY pos", (chat.id,)
         ).fetchall()
@@ -474,3 +473,18 @@ def _index_at_or_before(positions: list[int], after_pos: int) -> int:
         else:
             break
     return index
+
+
+def _appended_to(known: list[int | None] | list[Message], messages: list[Message]) -> bool:
+    """True when `messages` are the known stored order followed by messages not stored yet.
+    Objects are compared by identity (no message is read: a chat of 10,000 messages saves one
+    reply without walking them)."""
+    count = len(known)
+    if len(messages) < count:
+        return False
+    if known and isinstance(known[0], Message):
+        if not all(map(operator.is_, messages[:count], known)):
+            return False
+    elif [m._id for m in messages[:count]] != known:
+        return False
+    return all(m._id is None for m in messages[count:])
