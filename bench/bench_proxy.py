@@ -16,6 +16,11 @@ And the time to first byte of a streamed answer while the in-process worker has 
 run, against the same with the queue paused: back to back with the instant upstream, and paced
 with the model-like one.
 
+Each added latency is given twice: the client's times compared as they are, and "outside the
+upstream", the same less the time the upstream says it spent on each request (from having read
+it to its last chunk: the `span` field of its answer, or an SSE comment before `[DONE]`). The
+second leaves out the upstream's own jitter, which under load is milliseconds (its sleeps overrun).
+
 The upstream, the proxy and this client each run in their own process (as they would in use),
 all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100") picks the burst client
 counts; BENCH_PROXY_PACED=0 skips the paced load.
@@ -34,7 +39,7 @@ import tempfile
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -91,7 +96,9 @@ class Upstream(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self) -> None:
-        body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        received = time.perf_counter()
+        body = orjson.loads(raw)
         model_like = body.get("model") == MODEL_LIKE
         if model_like:
             time.sleep(FIRST_S)
@@ -102,20 +109,27 @@ class Upstream(BaseHTTPRequestHandler):
             )
             self.wfile.write(head)
             chunks = CHUNKS if not model_like else [CHUNKS[0]] * TOKENS + CHUNKS
+            first = 0.0
             for number, chunk in enumerate(chunks):
                 if model_like and 0 < number <= TOKENS:
                     time.sleep(TOKEN_S)
+                if number == len(chunks) - 1:  # before [DONE]: the span, as an SSE comment
+                    chunk = f": span {first:.6f} {time.perf_counter() - received:.6f}\n\n".encode()
+                    chunk += CHUNKS[-1]
                 self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 self.wfile.flush()
+                first = first or time.perf_counter() - received
             self.wfile.write(b"0\r\n\r\n")
         else:
             if model_like:
                 time.sleep(TOKENS * TOKEN_S)
+            span = time.perf_counter() - received
+            answer = ANSWER[:-1] + f', "span": [{span:.6f}, {span:.6f}]}}'.encode()
             head = (
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                + f"Content-Length: {len(ANSWER)}\r\n\r\n".encode()
+                + f"Content-Length: {len(answer)}\r\n\r\n".encode()
             )
-            self.wfile.write(head + ANSWER)
+            self.wfile.write(head + answer)
 
     def log_message(self, *args: object) -> None:
         return
@@ -153,11 +167,19 @@ def history(chat_id: str) -> list[dict[str, str]]:
     return items
 
 
-async def one(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any]
-) -> tuple[float, float, str]:
-    """(time to the whole answer, time to its first byte, the reply's text as a frontend would
-    keep it)."""
+class Timing(NamedTuple):
+    """One answer's times (s), as the client saw them, and the same less the time the upstream
+    spent on it (from having read the request to its last chunk, as it reports): `outside` is
+    what the HTTP hops cost, the proxy's included, without the upstream's own jitter."""
+
+    total: float
+    first: float
+    outside: float
+    outside_first: float
+
+
+async def one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[Timing, str]:
+    """The answer's times, and the reply's text as a frontend would keep it."""
     start = time.perf_counter()
     first = 0.0
     content = orjson.dumps(body)
@@ -170,17 +192,23 @@ async def one(
                     first = time.perf_counter() - start
                 pieces.append(piece)
         total = time.perf_counter() - start
+        lines = b"".join(pieces).split(b"\n")
         text = "".join(
             orjson.loads(line[6:])["choices"][0]["delta"].get("content", "")
-            for line in b"".join(pieces).split(b"\n")
+            for line in lines
             if line.startswith(b"data: {")
+        )
+        span_first, span = (
+            float(v) for v in next(x for x in lines if x[:7] == b": span ")[7:].split()
         )
     else:
         response = await client.post(url, content=content, headers=headers)
         response.raise_for_status()
-        total = time.perf_counter() - start
-        text = orjson.loads(response.content)["choices"][0]["message"]["content"]
-    return total, first or total, text
+        total = first = time.perf_counter() - start
+        answer = orjson.loads(response.content)
+        text = answer["choices"][0]["message"]["content"]
+        span_first, span = answer["span"]
+    return Timing(total, first or total, total - span, (first or total) - span_first), text
 
 
 def completions_url(base: str, chat_id: str, proxied: bool) -> str:
@@ -196,11 +224,11 @@ async def measure(
     proxied: bool,
     ids: list[str],
     model: str = "m",
-) -> list[tuple[float, float]]:
+) -> list[Timing]:
     """`rounds` rounds, each client sending its next request at the same moment."""
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     async with httpx.AsyncClient(timeout=900, limits=limits) as client:
-        times: list[tuple[float, float]] = []
+        times: list[Timing] = []
         for round_number in range(rounds):
             times += await burst(client, base, chats, round_number, stream, proxied, ids, model)
     return times
@@ -215,7 +243,7 @@ async def burst(
     proxied: bool,
     ids: list[str],
     model: str = "m",
-) -> list[tuple[float, float]]:
+) -> list[Timing]:
     """One round: every client sends its chat's next request at once, then keeps the reply."""
     tasks = []
     for chat_id, messages in zip(ids, chats, strict=True):
@@ -224,8 +252,8 @@ async def burst(
         tasks.append(one(client, completions_url(base, chat_id, proxied), body))
     answers = await asyncio.gather(*tasks)
     times = []
-    for messages, (total, first, reply) in zip(chats, answers, strict=True):
-        times.append((total, first))
+    for messages, (timing, reply) in zip(chats, answers, strict=True):
+        times.append(timing)
         messages.append({"role": "assistant", "content": reply})  # as a frontend keeps it
     return times
 
@@ -238,13 +266,13 @@ async def alternating(
     stream: bool,
     ids: list[str],
     proxy_pid: int,
-) -> tuple[list[tuple[float, float]], list[tuple[float, float]], float]:
+) -> tuple[list[Timing], list[Timing], float]:
     """(direct, proxied, the proxy process's CPU seconds during the proxied rounds): the same
     rounds against the upstream and through the proxy, one after the other round by round,
     so that both see the machine in the same state."""
     direct_chats = [list(m) for m in chats]
-    direct: list[tuple[float, float]] = []
-    proxied: list[tuple[float, float]] = []
+    direct: list[Timing] = []
+    proxied: list[Timing] = []
     cpu = 0.0
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     async with (
@@ -269,10 +297,10 @@ async def measure_paced(
     proxied: bool,
     ids: list[str],
     seed: int,
-) -> list[tuple[float, float]]:
+) -> list[Timing]:
     """Each client on its own: think (THINK_S, the same draws for a given seed), send, read
     the answer, keep the reply; `rounds` times. The upstream answers like a model."""
-    times: list[tuple[float, float]] = []
+    times: list[Timing] = []
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     draws = random.Random(seed)
     thinks = [[draws.uniform(*THINK_S) for _ in range(rounds)] for _ in ids]
@@ -284,8 +312,8 @@ async def measure_paced(
                 await asyncio.sleep(wait)
                 messages.append({"role": "user", "content": f"Paced {round_number}, {chat_id}."})
                 body = {"model": MODEL_LIKE, "messages": list(messages), "stream": stream}
-                total, first, reply = await one(client, url, body)
-                times.append((total, first))
+                timing, reply = await one(client, url, body)
+                times.append(timing)
                 messages.append({"role": "assistant", "content": reply})
 
         await asyncio.gather(*(chat(i, m, w) for i, m, w in zip(ids, chats, thinks, strict=True)))
@@ -335,10 +363,9 @@ def main() -> None:
     )
 
 
-def added(
-    direct: list[tuple[float, float]], proxied: list[tuple[float, float]], at: int
-) -> dict[str, float]:
-    """Added p50 and p99 (ms) of the whole answer (`at` 0) or of its first byte (`at` 1)."""
+def added(direct: list[Timing], proxied: list[Timing], at: int) -> dict[str, float]:
+    """Added p50 and p99 (ms) of the `at` field of the timings (`Timing._fields`): the
+    proxied percentile less the direct one."""
     figures = {}
     for name, pct in (("p50", 50), ("p99", 99)):
         plain = percentile([t[at] for t in direct], pct)
@@ -363,8 +390,10 @@ def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
             )
             for name, value in added(direct, proxied, 0).items():
                 figures[f"{label}: added {name} ms"] = value
+            for name, value in added(direct, proxied, 2).items():
+                figures[f"{label}: added {name} ms, outside the upstream"] = value
             figures[f"{label}: direct p50 ms"] = round(
-                percentile([t for t, _ in direct], 50) * 1e3, 2
+                percentile([t.total for t in direct], 50) * 1e3, 2
             )
             figures[f"{label}: proxy CPU per request ms (its worker included)"] = round(
                 cpu / len(proxied) * 1e3, 2
@@ -389,7 +418,7 @@ def paced(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
     store = SQLiteStore(db)
     queue = JobQueue(store)
     figures: dict[str, object] = {"jobs queued at the start": queue.counts()["queued"]}
-    results: dict[str, list[tuple[float, float]]] = {}
+    results: dict[str, list[Timing]] = {}
     for seed, stream in enumerate((False, True)):
         label = "streaming" if stream else "not streaming"
         results[f"direct {label}"] = asyncio.run(
@@ -406,24 +435,23 @@ def paced(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
         )
         for name, value in added(results[f"direct {label}"], proxied, 0).items():
             figures[f"{label}: added {name} ms"] = value
+        for name, value in added(results[f"direct {label}"], proxied, 2).items():
+            figures[f"{label}: added {name} ms, outside the upstream"] = value
         figures[f"{label}: direct p50 ms"] = round(
-            percentile([t for t, _ in results[f"direct {label}"]], 50) * 1e3, 2
+            percentile([t.total for t in results[f"direct {label}"]], 50) * 1e3, 2
         )
     queue.pause()
     time.sleep(1.0)
     paused = asyncio.run(measure_paced(proxy_url, chats, rounds, True, True, ids, 1))
     queue.resume()
     store.close()
-    for name, pct in (("p50", 50), ("p99", 99)):
-        figures[f"TTFB {name} ms, recaps running"] = round(
-            percentile([f for _, f in results["streaming"]], pct) * 1e3, 2
-        )
-        figures[f"TTFB {name} ms, queue paused"] = round(
-            percentile([f for _, f in paused], pct) * 1e3, 2
-        )
-        figures[f"TTFB {name} ms, direct"] = round(
-            percentile([f for _, f in results["direct streaming"]], pct) * 1e3, 2
-        )
+    sets = {"recaps running": results["streaming"], "queue paused": paused}
+    sets["direct"] = results["direct streaming"]
+    for field, suffix in (("first", ""), ("outside_first", ", outside the upstream")):
+        for name, pct in (("p50", 50), ("p99", 99)):
+            for label, timings in sets.items():
+                value = percentile([getattr(t, field) for t in timings], pct)
+                figures[f"TTFB {name} ms{suffix}, {label}"] = round(value * 1e3, 2)
     report(
         "proxy: added latency, paced, 100 clients, model-like upstream, chats of 1,000 messages",
         figures,
@@ -446,8 +474,8 @@ def ttfb(proxy_url: str, db: Path) -> None:
     paused = asyncio.run(measure(proxy_url, chats, 100, True, True, ["bench-ttfb"]))
     queue.resume()
     store.close()
-    first_running = [f for _, f in running]
-    first_paused = [f for _, f in paused]
+    first_running = [t.first for t in running]
+    first_paused = [t.first for t in paused]
     figures["jobs queued when measuring"] = backlog
     figures["jobs queued after"] = left
     figures["TTFB p50 ms, recaps running"] = round(percentile(first_running, 50) * 1e3, 2)

@@ -202,6 +202,36 @@ def test_edit_message_changes_the_text_and_debounces_the_refresh() -> None:
     assert session.refreshes == before + 1
 
 
+def test_refresh_if_stale_refreshes_only_after_a_change() -> None:
+    # The proxy refreshes once after applying a request's changes; when the last change's
+    # handler refreshed already, that second refresh is skipped.
+    session, clock = session_for(with_recap(make_chat(), "Mira is wary."))
+    session.send("hello")  # message_sent refreshed at once
+    before = session.refreshes
+    assert session.refresh_if_stale() == injected("Mira is wary.")
+    assert session.refreshes == before
+    session.edit_message(1, "edited reply")  # debounced: the chat changed, no refresh yet
+    assert session.refresh_if_stale() == injected("Mira is wary.")
+    assert session.refreshes == before + 1
+    clock.advance(1)  # the explicit refresh cancelled the debounced one
+    assert session.refreshes == before + 1
+    session.chat.messages[0]["mes"] = "changed from outside"
+    session.chat.notify_change(session.chat.messages[0])
+    session.refresh_if_stale()
+    assert session.refreshes == before + 2
+
+
+def test_refresh_if_stale_refreshes_when_memory_is_off_for_the_chat() -> None:
+    # With memory off the handlers do not refresh; the slot must still be emptied.
+    off = Settings(auto_hide_scene_count=-1, default_chat_enabled=False)
+    session, _ = session_for(with_recap(make_chat(), "Mira is wary."), off)
+    session.send("hello")
+    before = session.refreshes
+    assert session.refresh_if_stale() == ""
+    assert session.refreshes == before + 1
+    assert session.slots.value(SCENE_KEY) == ""
+
+
 def test_edit_message_of_a_message_without_swipes_changes_only_mes() -> None:
     session, _ = session_for(make_chat())
     message = session.edit_message(0, "new words")

@@ -88,6 +88,8 @@ class Session:
         self.warnings: list[str] = []
         self._lock = threading.RLock()
         self._refreshing = False
+        self._stale = True
+        """Whether the chat changed since the last refresh (`refresh_if_stale`)."""
         self._listeners: dict[Event, list[Listener]] = {}
         self._debounced = Debouncer(
             self.clock, self.settings.refresh_debounce_ms / 1000, self._debounced_refresh
@@ -284,11 +286,20 @@ class Session:
                 )
             finally:
                 self._refreshing = False
+            self._stale = False
             self.refreshes += 1
             self.last_result = result
             if result.enabled:
                 self.last_injection = result.text
             return result.text
+
+    def refresh_if_stale(self) -> str:
+        """`refresh()`, unless no message changed, came or went since the last one (an event's
+        handler refreshed already): the injection text."""
+        with self._lock:
+            if self._stale:
+                return self.refresh()
+            return self.last_result.text if self.last_result is not None else ""
 
     def refresh_debounced(self) -> None:
         """`refresh_memory_debounced()`: one refresh `refresh_debounce_ms` after the last call."""
@@ -440,6 +451,7 @@ class Session:
 
     def _on_change(self, message: Message | None) -> None:
         if not self._refreshing:
+            self._stale = True
             self.state.touch(message)
 
     def _debounced_refresh(self) -> None:

@@ -412,6 +412,19 @@ def test_removing_a_break_unhides_what_it_covered() -> None:
     assert [m.is_hidden for m in chat.messages] == [True] * 10 + [False] * 20
 
 
+def test_a_setting_changed_in_place_makes_the_next_refresh_a_full_one() -> None:
+    chat = hidden_chat()
+    state, settings = MemoryState(), Settings(auto_hide_scene_count=0)
+    chat.listeners.append(state.touch)
+    assert refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
+    assert not refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
+    settings.auto_hide_scene_count = 2  # the same object, changed
+    assert refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
+    assert [m.is_hidden for m in chat.messages] == [True] * 10 + [False] * 20
+    settings.chats_enabled["elsewhere"] = False  # a change inside a mutable field counts too
+    assert refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
+
+
 def test_invisible_breaks_do_not_count() -> None:
     chat = hidden_chat()
     set_data(chat.messages[19], "scene_break_visible", False)

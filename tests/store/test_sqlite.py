@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from autorecap import read_chat, set_data
+from autorecap.core.model import Message
 from autorecap.stfiles.jsonl import parse_chat
 from autorecap.store import SQLiteStore, StoreError
 from autorecap.store.migrations import MIGRATIONS, apply_migrations, schema_version
@@ -268,6 +270,33 @@ def test_a_message_replaced_in_place_after_a_save_is_seen(store: SQLiteStore) ->
     again = store.load_chat("g")
     assert [m["mes"] for m in again.messages] == [m["mes"] for m in chat.messages]
     assert replaced.id not in [m.id for m in again.messages]
+    assert [m.id for m in again.messages] == [m.id for m in chat.messages]
+
+
+@pytest.mark.parametrize(
+    "reshape",
+    [
+        lambda messages: messages.__delitem__(2),
+        lambda messages: messages.reverse(),
+        lambda messages: messages.insert(0, messages.pop()),
+        lambda messages: messages.sort(key=lambda m: m["mes"]),
+    ],
+    ids=["delete", "reverse", "move", "sort"],
+)
+def test_a_list_reshaped_after_a_save_is_saved_in_full(
+    store: SQLiteStore, reshape: Callable[[list[Message]], object]
+) -> None:
+    """After a save the store keeps the list itself (no copy) and how often it was reshaped:
+    any change but an append is seen, even when the length comes out as it was."""
+    store.import_chat(generate_chat(8, seed=8, chat_id="g"))
+    chat = store.load_chat("g")
+    chat.append({"name": "Bot", "mes": "first"})
+    store.save(chat, structure=True)  # remembers the list
+    reshape(chat.messages)
+    chat.append({"name": "Bot", "mes": "second"})
+    store.save(chat, structure=True)
+    again = store.load_chat("g")
+    assert [m["mes"] for m in again.messages] == [m["mes"] for m in chat.messages]
     assert [m.id for m in again.messages] == [m.id for m in chat.messages]
 
 

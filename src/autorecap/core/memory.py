@@ -97,7 +97,8 @@ class MemoryState:
     """Messages whose `include` flag is set, by `id()`."""
     touched: dict[int, Message] = field(default_factory=dict)
     """Messages changed from outside since the last refresh (rechecked next time)."""
-    settings_key: str = ""
+    settings_seen: Settings | None = None
+    """A copy of the settings the state was computed with (any change means a full refresh)."""
     recapped: list[int] = field(default_factory=list)
     """Indexes of the messages that have a recap, ascending: the only ones the inclusion walk
     needs to visit (a message without a recap is never included)."""
@@ -258,14 +259,13 @@ def _write_flag(message: Message, wanted: str | None) -> int:
 
 def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
     """Decide between a full and an incremental refresh; returns True for a full one."""
-    key = settings.model_dump_json()
     messages = chat.messages
     count = len(messages)
     known = state.message_count
     version = getattr(messages, "version", None)
     if not (
         state.valid
-        and key == state.settings_key
+        and settings == state.settings_seen
         and count >= known
         and (known == 0 or messages[known - 1] is state.anchor)
         and (version is None or version - state.list_version == count - known)
@@ -308,7 +308,7 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
     state.hide_count = -2
     state.message_count = count
     state.anchor = messages[-1] if messages else None
-    state.settings_key = key
+    state.settings_seen = settings.model_copy(deep=True)
     return True
 
 

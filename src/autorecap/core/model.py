@@ -127,11 +127,14 @@ class MessageList(list[Message]):
     """`chat.messages`: a list that counts its changes of structure (`version`), so that a save
     knows in O(1) whether messages were added, removed or moved."""
 
-    __slots__ = ("adopted", "adopted_count", "grown_only", "version")
+    __slots__ = ("adopted", "adopted_count", "grown_only", "reshaped", "version")
 
     def __init__(self, items: Iterable[Message] = ()) -> None:
         super().__init__(items)
         self.version = 0
+        self.reshaped = 0
+        """How many changes other than appends it has had: the same count later, and the items
+        that were there then are still there, in the same places."""
         self.adopted = -1
         """`version` when every item was last made a message of the chat (`Chat.adopt_all`)."""
         self.adopted_count = 0
@@ -141,6 +144,7 @@ class MessageList(list[Message]):
 
     def _changed(self) -> None:
         self.version += 1
+        self.reshaped += 1
         self.grown_only = False
 
     def _grown(self) -> None:
@@ -190,6 +194,11 @@ class MessageList(list[Message]):
     def __iadd__(self, items: Iterable[Message]) -> MessageList:  # type: ignore[override,misc]
         super().__iadd__(items)
         self._grown()
+        return self
+
+    def __imul__(self, times: SupportsIndex) -> MessageList:
+        super().__imul__(times)
+        self._changed()
         return self
 
 

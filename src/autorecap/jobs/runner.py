@@ -73,6 +73,7 @@ class Worker:
         yield_to: Callable[[], bool] | None = None,
         patience_s: float = 1.0,
         wanted: Callable[[str], bool] | None = None,
+        on_chat_released: Callable[[str], None] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -96,6 +97,9 @@ class Worker:
         self.patience_s = patience_s
         self.wanted = wanted
         """True while a request waits for a chat's lock: a job holding it does not pause."""
+        self.on_chat_released = on_chat_released
+        """Called with a chat's id as a job is about to release its lock, the lock still held
+        (a server refreshes the chat's memory there, as the seeds do after a recap)."""
         self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
@@ -224,6 +228,8 @@ class Worker:
             held.append(chat_id)
             try:
                 yield
+                if self.on_chat_released is not None:
+                    self.on_chat_released(chat_id)
             finally:
                 held.remove(chat_id)
 

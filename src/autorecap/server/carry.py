@@ -27,7 +27,7 @@ def carry_out(session: Session, result: Plan) -> list[Message]:
         elif op.kind == "edit":
             touched.append(chat.messages[op.index])
     if result.ops:
-        session.refresh()
+        session.refresh_if_stale()  # the last operation's handler may have refreshed
     return touched
 
 

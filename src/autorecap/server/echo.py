@@ -17,6 +17,7 @@ compares the two.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import methodcaller
@@ -189,8 +190,8 @@ class Repeat:
 
     echo: Echo
     raw: bytes
-    starts: list[int]
-    ends: list[int]
+    starts: array[int]
+    ends: array[int]
     close: int
     fields: dict[str, Any]
     """The body's fields besides `messages`."""
@@ -298,8 +299,8 @@ def repeat_of(
         regenerate=None if tail.regenerate is None else tail.regenerate + matched,
         carries_injection=carries,
     )
-    starts = [*layout.starts, *new_starts]
-    ends = [*layout.ends, *new_ends]
+    starts = layout.starts + new_starts
+    ends = layout.ends + new_ends
     return Repeat(echo, raw, starts, ends, close, {**layout.head, **fields}, result)
 
 

@@ -292,7 +292,7 @@ class ChatRegistry:
                 return
             turn.recorded = self._record(session, turn, reply)
             if turn.recorded is not None:
-                session.refresh()
+                session.refresh_if_stale()
 
     def _record(self, session: Session, turn: Turn, reply: str) -> Message | None:
         """Where the reply goes, now that other requests may have changed the chat since the
@@ -372,8 +372,17 @@ class ChatRegistry:
             settings_source=self.settings_of,
             yield_to=self.busy,
             wanted=self.wanted,
+            on_chat_released=self._refresh_after_job,
             **options,
         )
+
+    def _refresh_after_job(self, chat_id: str) -> None:
+        """A recap job is done with a chat (its lock still held): when it changed the chat,
+        memory is refreshed now, as the seeds do after a recap, on the worker's time rather than
+        at the next request's."""
+        session = self._sessions.get(chat_id)
+        if session is not None:
+            session.refresh_if_stale()
 
     def known(self, chat_id: str) -> bool:
         """True for a chat in memory or in the store."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,9 +82,10 @@ class Layout:
 
     opening: int
     """Offset of its `[`."""
-    starts: list[int]
-    """Offset of each message's `{`."""
-    ends: list[int]
+    starts: array[int]
+    """Offset of each message's `{` (an array of machine integers, not a list: a thousand
+    small objects kept per chat would be walked by each young garbage collection)."""
+    ends: array[int]
     """Offset just past each message's `}`."""
     close: int
     """Offset of its `]`."""
@@ -144,28 +146,28 @@ def _field_at(raw: bytes, pos: int) -> tuple[Any, int] | None:
     return loads(key_match.group()), _ws(raw, colon + 1)
 
 
-def elements_of(raw: bytes, opening: int) -> tuple[list[int], list[int], int] | None:
+def elements_of(raw: bytes, opening: int) -> tuple[array[int], array[int], int] | None:
     """(starts, ends, offset of the closing `]`) of the objects in the array that opens at
     `opening`; None when an element is not an object or the array does not close."""
     pos = _ws(raw, opening + 1)
     if raw[pos : pos + 1] == b"]":
-        return [], [], pos
+        return array("q"), array("q"), pos
     return _elements_from(raw, pos)
 
 
-def elements_after(raw: bytes, end: int) -> tuple[list[int], list[int], int] | None:
+def elements_after(raw: bytes, end: int) -> tuple[array[int], array[int], int] | None:
     """`elements_of` for the rest of an array, after an element that ends at `end`."""
     after = _SEPARATOR.match(raw, end)
     if after is None:
         return None
     if after.group(1) == b"]":
-        return [], [], after.start(1)
+        return array("q"), array("q"), after.start(1)
     return _elements_from(raw, after.end())
 
 
-def _elements_from(raw: bytes, pos: int) -> tuple[list[int], list[int], int] | None:
-    starts: list[int] = []
-    ends: list[int] = []
+def _elements_from(raw: bytes, pos: int) -> tuple[array[int], array[int], int] | None:
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
     flat = _FLAT.match
     separator = _SEPARATOR.match
     while True:

@@ -1,0 +1,66 @@
+"""The server's recap worker refreshes a chat's memory when a job has changed it (as the seeds
+refresh after a recap), so that the next request finds the memory up to date instead of paying
+for every recap made since the last one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from autorecap.core.data import get_data, get_memory
+from autorecap.core.slots import SCENE_KEY
+from autorecap.jobs.queue import JobQueue
+from autorecap.llm import make_backend
+from autorecap.profiles import Profiles
+from autorecap.server.proxy import ChatRegistry
+from autorecap.store.sqlite import SQLiteStore
+
+CHAT = "after-recaps"
+LINES = [
+    "Mira hides the stolen ledger under the captain's bunk.",
+    "Vos arrives at the docks demanding forty crowns.",
+    "We pay Vos twenty crowns and promise the rest by spring.",
+    "The Heron slips out of the harbour at dusk.",
+    "A storm catches us two days east of Corsa.",
+    "The mast cracks and Tamsin lashes it with spare rope.",
+    "At dawn the coast of Ilmar shows through the rain.",
+    "Mira sells the ledger to the harbour master for a pardon.",
+]
+
+
+def body(messages: list[dict[str, str]]) -> bytes:
+    return orjson.dumps({"model": "m", "messages": messages})
+
+
+def test_the_worker_leaves_the_memory_refreshed_after_its_jobs(tmp_path: Path) -> None:
+    sqlite = SQLiteStore(tmp_path / "chats.db")
+    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    try:
+        messages = [{"role": "system", "content": "You are Mira."}]
+        for number, line in enumerate(LINES):
+            messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+        turn = registry.begin(CHAT, body(messages))
+        registry.settle(turn)  # saves the chat and queues its recap jobs
+        session = registry.session(CHAT)
+        before = session.refreshes
+        assert session.slots.value(SCENE_KEY) == ""  # nothing recapped yet
+
+        worker = registry.worker(
+            lambda settings: make_backend(settings, backend="offline"), idle_sleep=0.01
+        )
+        stats = worker.run(until_empty=True)
+        assert stats.failed == 0, stats.errors
+
+        chat = session.chat
+        recapped = [m for m in chat.messages if get_memory(m)]
+        assert recapped, "the offline engine recapped nothing"
+        # No request came, yet the memory saw every recap: the worker refreshed it.
+        assert session.refreshes > before
+        assert all(get_data(m, "include") for m in recapped)
+        refreshes = session.refreshes
+        session.refresh_if_stale()
+        assert session.refreshes == refreshes  # nothing left for the next request to do
+    finally:
+        registry.close()
+        sqlite.close()
