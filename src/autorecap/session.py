@@ -90,6 +90,8 @@ class Session:
         self._refreshing = False
         self._stale = True
         """Whether the chat changed since the last refresh (`refresh_if_stale`)."""
+        self.refreshed_at = float("-inf")
+        """`clock.now()` at the last refresh."""
         self._listeners: dict[Event, list[Listener]] = {}
         self._debounced = Debouncer(
             self.clock, self.settings.refresh_debounce_ms / 1000, self._debounced_refresh
@@ -287,11 +289,17 @@ class Session:
             finally:
                 self._refreshing = False
             self._stale = False
+            self.refreshed_at = self.clock.now()
             self.refreshes += 1
             self.last_result = result
             if result.enabled:
                 self.last_injection = result.text
             return result.text
+
+    @property
+    def stale(self) -> bool:
+        """Whether a message changed, came or went since the last refresh."""
+        return self._stale
 
     def refresh_if_stale(self) -> str:
         """`refresh()`, unless no message changed, came or went since the last one (an event's

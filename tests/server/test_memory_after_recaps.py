@@ -7,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.slots import SCENE_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.llm import make_backend
 from autorecap.profiles import Profiles
+from autorecap.server import proxy
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 
@@ -61,6 +63,46 @@ def test_the_worker_leaves_the_memory_refreshed_after_its_jobs(tmp_path: Path) -
         refreshes = session.refreshes
         session.refresh_if_stale()
         assert session.refreshes == refreshes  # nothing left for the next request to do
+    finally:
+        registry.close()
+        sqlite.close()
+
+
+def recap_everything(tmp_path: Path) -> tuple[int, int, ChatRegistry, SQLiteStore]:
+    """(refreshes the worker made, message recaps it made) for a fresh chat of LINES."""
+    sqlite = SQLiteStore(tmp_path / "chats.db")
+    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    messages = [{"role": "system", "content": "You are Mira."}]
+    for number, line in enumerate(LINES):
+        messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+    registry.settle(registry.begin(CHAT, body(messages)))
+    session = registry.session(CHAT)
+    before = session.refreshes
+    worker = registry.worker(
+        lambda settings: make_backend(settings, backend="offline"), idle_sleep=0.01
+    )
+    stats = worker.run(until_empty=True)
+    assert stats.failed == 0, stats.errors
+    assert not session.stale  # whatever the pace, the chat is left refreshed
+    recaps = sum(1 for m in session.chat.messages if get_memory(m))
+    return session.refreshes - before, recaps, registry, sqlite
+
+
+@pytest.mark.parametrize("every_s", [0.0, 3600.0])
+def test_the_worker_refreshes_a_chat_at_most_every_refresh_every_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every_s: float
+) -> None:
+    # A refresh costs about the same for one new recap as for many: while the worker goes
+    # through a chat's backlog it refreshes at most every REFRESH_EVERY_S, then once more when
+    # it runs out of jobs.
+    monkeypatch.setattr(proxy, "REFRESH_EVERY_S", every_s)
+    refreshes, recaps, registry, sqlite = recap_everything(tmp_path)
+    try:
+        assert recaps >= 2
+        if every_s == 0.0:
+            assert refreshes >= recaps  # after every job that changed the chat
+        else:
+            assert 1 <= refreshes < recaps  # only when the worker ran out of jobs
     finally:
         registry.close()
         sqlite.close()

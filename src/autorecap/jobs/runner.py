@@ -74,6 +74,7 @@ class Worker:
         patience_s: float = 1.0,
         wanted: Callable[[str], bool] | None = None,
         on_chat_released: Callable[[str], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -100,6 +101,8 @@ class Worker:
         self.on_chat_released = on_chat_released
         """Called with a chat's id as a job is about to release its lock, the lock still held
         (a server refreshes the chat's memory there, as the seeds do after a recap)."""
+        self.on_idle = on_idle
+        """Called when there is no job to take (before waiting for one, or stopping)."""
         self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
@@ -162,6 +165,8 @@ class Worker:
                 time.sleep(0.002)  # requests go first: recaps are never on the reply path
             job = self.queue.claim()
             if job is None:
+                if self.on_idle is not None:
+                    self.on_idle()
                 if until_empty and self.queue.paused:
                     log.info("the queue is paused: stopping")
                     return

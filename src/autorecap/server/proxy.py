@@ -47,6 +47,8 @@ HEADER_CHAT = "x-autorecap-chat"
 log = logging.getLogger("autorecap.server")
 ECHOES = 512
 """How many chats' last requests are kept for the fast path (`server.echo`)."""
+REFRESH_EVERY_S = 0.1
+"""How often, at most, the recap worker refreshes the memory of the chat it works on."""
 __all__ = ["HEADER_CHAT", "ChatRegistry", "ProxyError", "Turn", "client_messages", "fingerprint"]
 
 
@@ -373,16 +375,32 @@ class ChatRegistry:
             yield_to=self.busy,
             wanted=self.wanted,
             on_chat_released=self._refresh_after_job,
+            on_idle=self._refresh_stale,
             **options,
         )
 
     def _refresh_after_job(self, chat_id: str) -> None:
-        """A recap job is done with a chat (its lock still held): when it changed the chat,
-        memory is refreshed now, as the seeds do after a recap, on the worker's time rather than
-        at the next request's."""
+        """A recap job is done with a chat (its lock still held). When it changed the chat,
+        memory is refreshed as the seeds do after a recap, on the worker's time rather than at
+        the next request's; at most every `REFRESH_EVERY_S` per chat, since a refresh costs
+        about the same for one new recap as for a hundred (the rest wait for `_refresh_stale`,
+        or the next request)."""
         session = self._sessions.get(chat_id)
-        if session is not None:
-            session.refresh_if_stale()
+        if session is None or not session.stale:
+            return
+        if session.clock.now() - session.refreshed_at >= REFRESH_EVERY_S:
+            session.refresh()
+
+    def _refresh_stale(self) -> None:
+        """The worker has no job to take: refresh every chat that changed since its last
+        refresh."""
+        with self._guard:
+            stale = [chat_id for chat_id, session in self._sessions.items() if session.stale]
+        for chat_id in stale:
+            with self.hold(chat_id):
+                session = self._sessions.get(chat_id)
+                if session is not None:
+                    session.refresh_if_stale()
 
     def known(self, chat_id: str) -> bool:
         """True for a chat in memory or in the store."""
