@@ -8,17 +8,15 @@ Saving a change writes just the changed rows, in one short transaction.
 from __future__ import annotations
 
 import json
-import operator
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autorecap.core.jsjson import dumps_canonical, loads_strict
-from autorecap.core.model import Chat, FileLayout, KeptLine, Message, MessageList
+from autorecap.core.model import Chat, FileLayout, KeptLine, Message
 from autorecap.paths import autorecap_home
 from autorecap.stfiles.jsonl import (
     data_matches_raw,
@@ -28,6 +26,7 @@ from autorecap.stfiles.jsonl import (
 )
 from autorecap.store.base import ChatInfo, ChatStore
 from autorecap.store.migrations import StoreError, UnknownChatError, apply_migrations
+from autorecap.store.order import StoredOrder, appended_to, saved, stored_count
 
 DB_FILE = "autorecap.db"
 
@@ -41,7 +40,7 @@ class SQLiteStore(ChatStore):
         self._lock = threading.RLock()
         self.structure_version = 0
         """Counts this connection's changes to chats' message lists (caches key on it)."""
-        self._orders: dict[str, list[int | None] | list[Message] | _Saved] = {}
+        self._orders: dict[str, StoredOrder] = {}
         """Per chat, its stored order as this connection last read it (message ids) or wrote it
         (the message objects, which keep their ids): a save that only appends messages need
         not read it back. Forgotten when another connection commits (`data_version`)."""
@@ -267,12 +266,7 @@ class SQLiteStore(ChatStore):
         if structure or full:
             with self._lock:
                 self._check_orders()
-                messages = chat.messages
-                self._orders[chat.id] = (
-                    _Saved(messages, messages.reshaped, len(messages))
-                    if isinstance(messages, MessageList)
-                    else list(messages)
-                )
+                self._orders[chat.id] = saved(chat.messages)
         return written
 
     def _check_orders(self) -> None:
@@ -299,9 +293,9 @@ class SQLiteStore(ChatStore):
         self.structure_version += 1
         self._check_orders()
         known = self._orders.pop(chat.id, None)
-        if known is not None and _appended_to(known, chat.messages):
+        if known is not None and appended_to(known, chat.messages):
             # Messages appended at the end, and the stored order known: no need to read it.
-            fresh = chat.messages[known.count if isinstance(known, _Saved) else len(known) :]
+            fresh = chat.messages[stored_count(known) :]
             self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids)
             self._db.execute(
                 "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
@@ -479,33 +473,3 @@ def _index_at_or_before(positions: list[int], after_pos: int) -> int:
         else:
             break
     return index
-
-
-@dataclass(frozen=True, slots=True)
-class _Saved:
-    """The message list of a chat as it was saved, kept without copying it: the list itself,
-    its `reshaped` count and its length then."""
-
-    messages: MessageList
-    reshaped: int
-    count: int
-
-
-def _appended_to(known: list[int | None] | list[Message] | _Saved, messages: list[Message]) -> bool:
-    """True when `messages` are the known stored order followed by messages not stored yet.
-    Objects are compared by identity (no message is read: a chat of 10,000 messages saves one
-    reply without walking them)."""
-    if isinstance(known, _Saved):  # the same list, only appended to since: O(1)
-        count = known.count
-        if known.messages is not messages or known.messages.reshaped != known.reshaped:
-            return False
-        return len(messages) >= count and all(m._id is None for m in messages[count:])
-    count = len(known)
-    if len(messages) < count:
-        return False
-    if known and isinstance(known[0], Message):
-        if not all(map(operator.is_, messages[:count], known)):
-            return False
-    elif [m._id for m in messages[:count]] != known:
-        return False
-    return all(m._id is None for m in messages[count:])
