@@ -146,14 +146,51 @@ def test_incremental_refresh_equals_a_full_one(
         elif action == "break":
             set_data(chat.messages[value % len(chat.messages)], "scene_break", value % 2 == 0)
         chat.listeners.remove(touch)
-        kinds.append(refresh_memory(chat, config, slots, COUNTER, state=state).full)
+        last = refresh_memory(chat, config, slots, COUNTER, state=state)
+        kinds.append(last.full)
         chat.listeners.append(touch)
     if all(action in ("append", "refresh", "recap", "unrecap", "exclude") for action, _ in steps):
         assert not any(kinds)  # no scene break changed: every refresh was incremental
     incremental = (flags_of(chat.messages), [m.is_hidden for m in chat.messages])
     fresh = copy.deepcopy(chat)
-    refresh_memory(fresh, config, ExtensionPrompts(), COUNTER)
+    full = refresh_memory(fresh, config, ExtensionPrompts(), COUNTER)
     assert (flags_of(fresh.messages), [m.is_hidden for m in fresh.messages]) == incremental
+    # what the last incremental refresh returned: the same messages in short-term memory
+    positions = {id(m): i for i, m in enumerate(chat.messages)}
+    fresh_positions = {id(m): i for i, m in enumerate(fresh.messages)}
+    assert [positions[id(m)] for m in last.included] == [
+        fresh_positions[id(m)] for m in full.included
+    ]
+
+
+def test_a_refresh_after_a_message_without_a_recap_keeps_the_last_walk() -> None:
+    """The inclusion walk reads only recapped messages: a new message without a recap leaves
+    its result standing (no walk), and a new recap, or a recapped message changed from outside,
+    makes it run again."""
+    chat = generate(30, seed=3, with_recaps=True).chat
+    config = Settings(message_recap_context_type="absolute", message_recap_context_limit=60)
+    state, slots = MemoryState(), ExtensionPrompts()
+    refresh_memory(chat, config, slots, COUNTER, state=state)
+    chat.listeners.append(state.touch)
+    before = refresh_memory(chat, config, slots, COUNTER, state=state).included
+    assert before
+    assert not state.walk_due
+    plain = chat.append({"name": "T", "is_user": True, "mes": "no recap here"})
+    set_data(plain, "exclude", False)  # changed from outside, but the walk never visits it
+    after = refresh_memory(chat, config, slots, COUNTER, state=state)
+    assert after.included == before
+    assert not after.full
+    assert not state.walk_due
+    assert not state.touched  # nothing left over for the next refresh to go through
+    newest = chat.append({"name": "T", "is_user": False, "mes": "this one has one"})
+    set_data(newest, "memory", "T answers at length")
+    after = refresh_memory(chat, config, slots, COUNTER, state=state)
+    assert after.included[-1] is newest
+    assert get_data(newest, "include") == INCLUDED
+    set_data(newest, "exclude", True)  # a recapped message changed from outside: walked again
+    after = refresh_memory(chat, config, slots, COUNTER, state=state)
+    assert newest not in after.included
+    assert get_data(newest, "include") is None
 
 
 # ---- exclusion criteria (seed 002 check_message_exclusion), one test each -------------------

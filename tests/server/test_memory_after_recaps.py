@@ -4,17 +4,18 @@ for every recap made since the last one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from autorecap.core.data import get_data, get_memory
+from autorecap.core.data import edit_memory, get_data, get_memory
 from autorecap.core.slots import SCENE_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.llm import make_backend
 from autorecap.profiles import Profiles
-from autorecap.server import proxy
+from autorecap.server import freshness
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 
@@ -93,7 +94,7 @@ def test_the_worker_refreshes_a_chat_at_most_every_refresh_every_s(
     # A refresh costs about the same for one new recap as for many: while the worker goes
     # through a chat's backlog it refreshes at most every REFRESH_EVERY_S, then once more when
     # it runs out of jobs.
-    monkeypatch.setattr(proxy, "REFRESH_EVERY_S", every_s)
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", every_s)
     refreshes, recaps, registry, sqlite = recap_everything(tmp_path)
     try:
         assert recaps >= 2
@@ -104,3 +105,53 @@ def test_the_worker_refreshes_a_chat_at_most_every_refresh_every_s(
     finally:
         registry.close()
         sqlite.close()
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[ChatRegistry]:
+    """A registry that has seen one request of CHAT (its first three LINES)."""
+    sqlite = SQLiteStore(tmp_path / "chats.db")
+    found = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    messages = [{"role": "system", "content": "You are Mira."}]
+    messages += [{"role": "user", "content": line} for line in LINES[:3]]
+    try:
+        found.settle(found.begin(CHAT, body(messages)))
+        yield found
+    finally:
+        found.close()
+        sqlite.close()
+
+
+def test_a_refresh_put_off_by_the_interval_is_made_between_later_jobs(
+    registry: ChatRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker with a backlog on other chats may not come back to this one for a long time:
+    # the refresh the interval put off is made between two later jobs, once it is over.
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 3600.0)
+    session = registry.session(CHAT)
+    session.refresh()
+    recapped = session.chat.messages[-1]
+    with registry.hold(CHAT):
+        edit_memory(recapped, "Vos wants forty crowns.")  # what a recap job writes
+        registry.freshness.after_job(CHAT)  # as the job lets go of the chat
+    assert session.stale  # put off: refreshed less than an interval ago
+    registry.freshness.catch_up()  # the next job is done: the interval is not over
+    assert session.stale
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 0.0)
+    registry.freshness.catch_up()
+    assert not session.stale
+    assert get_data(recapped, "include")  # the refresh saw the new recap
+    refreshes = session.refreshes
+    registry.freshness.catch_up()  # nothing left behind: no other refresh
+    assert session.refreshes == refreshes
+
+
+def test_the_worker_calls_after_job_once_per_job(registry: ChatRegistry) -> None:
+    calls: list[str] = []
+    worker = registry.worker(
+        lambda settings: make_backend(settings, backend="offline"), idle_sleep=0.01
+    )
+    worker.after_job = lambda: calls.append("after")
+    stats = worker.run(until_empty=True)
+    assert stats.done >= 3
+    assert len(calls) == stats.done + stats.failed + stats.retried

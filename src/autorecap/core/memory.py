@@ -106,6 +106,12 @@ class MemoryState:
     """`chat.messages.version` when the state was taken: it grows by one per append."""
     positions: dict[int, int] = field(default_factory=dict)
     """`id()` of every message -> its index (the list only grows while the state is valid)."""
+    walk_due: bool = True
+    """Whether the inclusion walk must run again. It reads only the recapped messages, so after
+    a refresh that saw no recap come or go and no message changed from outside (say, a new
+    message without a recap), the last walk's flags and result stand."""
+    walked_group: str | None = None
+    """The group the last walk checked disabled characters against."""
 
     def invalidate(self) -> None:
         """Forget everything: the next refresh is a full one."""
@@ -212,6 +218,9 @@ def update_inclusion_flags(
     Messages flagged by earlier refreshes (`state.included`) that the walk did not reach are
     cleared; a full walk (no valid state) visits every message.
     """
+    if state is not None and state.valid and not state.walk_due and state.walked_group == group_id:
+        state.touched.clear()  # none of them is one the walk visits or clears
+        return list(reversed(state.included.values())), 0
     limit = short_token_limit(settings)
     walk_all = state is None or not state.valid
     included: list[Message] = []
@@ -244,8 +253,10 @@ def update_inclusion_flags(
         stale += [m for key, m in state.touched.items() if key not in visited]
         for message in stale:
             written += _write_flag(message, None)
-        state.included = {id(m): m for m in included}
+        state.included = {id(m): m for m in included}  # newest first
         state.touched.clear()
+        state.walk_due = False
+        state.walked_group = group_id
     included.reverse()
     return included, written
 
@@ -287,6 +298,7 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
             state.positions[id(message)] = index
             if get_memory(message):
                 state.recapped.append(index)
+                state.walk_due = True
             if get_data(message, "include") is not None:
                 state.touched[id(message)] = message
         for ident, message in state.touched.items():
@@ -294,7 +306,14 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
             if index < 0 or index >= count or messages[index] is not message:
                 state.valid = False  # not where we thought: recompute everything
                 break
-            _track_recap(state, index, bool(get_memory(message)))
+            has_recap = bool(get_memory(message))
+            if (
+                _track_recap(state, index, has_recap)
+                or has_recap
+                or ident in state.included
+                or get_data(message, "include") is not None
+            ):
+                state.walk_due = True  # else a message the walk never visits, nor clears
     state.list_version = version if version is not None else 0
     if state.valid:
         state.message_count = count
@@ -309,17 +328,22 @@ def _prepare(chat: Chat, settings: Settings, state: MemoryState) -> bool:
     state.message_count = count
     state.anchor = messages[-1] if messages else None
     state.settings_seen = settings.model_copy(deep=True)
+    state.walk_due = True
     return True
 
 
-def _track_recap(state: MemoryState, index: int, has_recap: bool) -> None:
-    """Keep `state.recapped` right for a message whose recap may have come or gone."""
+def _track_recap(state: MemoryState, index: int, has_recap: bool) -> bool:
+    """Keep `state.recapped` right for a message whose recap may have come or gone; True
+    when it did."""
     at = bisect.bisect_left(state.recapped, index)
     present = at < len(state.recapped) and state.recapped[at] == index
     if has_recap and not present:
         state.recapped.insert(at, index)
     elif present and not has_recap:
         del state.recapped[at]
+    else:
+        return False
+    return True
 
 
 def _auto_hide(

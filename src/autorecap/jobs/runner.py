@@ -75,6 +75,7 @@ class Worker:
         wanted: Callable[[str], bool] | None = None,
         on_chat_released: Callable[[str], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        after_job: Callable[[], None] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -103,6 +104,8 @@ class Worker:
         (a server refreshes the chat's memory there, as the seeds do after a recap)."""
         self.on_idle = on_idle
         """Called when there is no job to take (before waiting for one, or stopping)."""
+        self.after_job = after_job
+        """Called after each job, no chat's lock held."""
         self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
@@ -182,6 +185,8 @@ class Worker:
             finally:
                 with self._running_lock:
                     self._running.discard(job.id)
+            if self.after_job is not None:
+                self.after_job()
 
     def execute(self, job: Job) -> None:
         """Run one claimed job and record its outcome."""

@@ -36,6 +36,7 @@ from autorecap.server.echo import (
     request_messages,
     stored_pairs,
 )
+from autorecap.server.freshness import Freshness
 from autorecap.server.heap import HeapKeeper
 from autorecap.server.traffic import Traffic
 from autorecap.server.wire import dumps, loads, parse_body
@@ -47,8 +48,6 @@ HEADER_CHAT = "x-autorecap-chat"
 log = logging.getLogger("autorecap.server")
 ECHOES = 512
 """How many chats' last requests are kept for the fast path (`server.echo`)."""
-REFRESH_EVERY_S = 0.1
-"""How often, at most, the recap worker refreshes the memory of the chat it works on."""
 __all__ = ["HEADER_CHAT", "ChatRegistry", "ProxyError", "Turn", "client_messages", "fingerprint"]
 
 
@@ -114,6 +113,8 @@ class ChatRegistry:
         self._sessions: dict[str, Session] = {}
         self._unsaved: dict[str, _Unsaved] = {}
         self._echoes: dict[str, Echo] = {}
+        self.freshness = Freshness(self._sessions, self._guard, self.hold)
+        """The worker's memory refreshes (`server.freshness`)."""
         self.fast = True
         """Recognise a chat's next request from its last one (`server.echo`); off, every
         request is reconciled in full (the tests compare the two)."""
@@ -374,33 +375,11 @@ class ChatRegistry:
             settings_source=self.settings_of,
             yield_to=self.busy,
             wanted=self.wanted,
-            on_chat_released=self._refresh_after_job,
-            on_idle=self._refresh_stale,
+            on_chat_released=self.freshness.after_job,
+            after_job=self.freshness.catch_up,
+            on_idle=self.freshness.refresh_stale,
             **options,
         )
-
-    def _refresh_after_job(self, chat_id: str) -> None:
-        """A recap job is done with a chat (its lock still held). When it changed the chat,
-        memory is refreshed as the seeds do after a recap, on the worker's time rather than at
-        the next request's; at most every `REFRESH_EVERY_S` per chat, since a refresh costs
-        about the same for one new recap as for a hundred (the rest wait for `_refresh_stale`,
-        or the next request)."""
-        session = self._sessions.get(chat_id)
-        if session is None or not session.stale:
-            return
-        if session.clock.now() - session.refreshed_at >= REFRESH_EVERY_S:
-            session.refresh()
-
-    def _refresh_stale(self) -> None:
-        """The worker has no job to take: refresh every chat that changed since its last
-        refresh."""
-        with self._guard:
-            stale = [chat_id for chat_id, session in self._sessions.items() if session.stale]
-        for chat_id in stale:
-            with self.hold(chat_id):
-                session = self._sessions.get(chat_id)
-                if session is not None:
-                    session.refresh_if_stale()
 
     def known(self, chat_id: str) -> bool:
         """True for a chat in memory or in the store."""
