@@ -10,26 +10,31 @@ Two loads:
   fast the machine drains 100 x 200 KB requests, so the proxy's CPU per request (printed too)
   decides the figure.
 - paced: 100 clients each on their own, with a think time between requests (1-3 s), to an
-  upstream that answers like a model (first token after 200 ms, then 20 more 20 ms apart).
+  upstream that answers like a model (first token after 200 ms, then 20 more 20 ms apart). The
+  same clients go, block by block (2 requests each), to the upstream directly, through a relay
+  that does no memory work (`loopback.py relay`: the floor of any relay in this stack on this
+  machine), through the proxy, and (streaming) through the proxy with its recap queue paused;
+  the blocks take turns, in a rotating order, so that slow and fast moments of the machine fall
+  on all of them alike.
 
 And the time to first byte of a streamed answer while the in-process worker has recap jobs to
-run, against the same with the queue paused: back to back with the instant upstream, and paced
-with the model-like one.
+run, against the same with the queue paused: back to back with the instant upstream, and in the
+paced load.
 
 Each added latency is given twice: the client's times compared as they are, and "outside the
 upstream", the same less the time the upstream says it spent on each request (from having read
-it to its last chunk: the `span` field of its answer, or an SSE comment before `[DONE]`). The
-second leaves out the upstream's own jitter, which under load is milliseconds (its sleeps overrun).
+it to its last chunk). The second leaves out the upstream's own jitter, which under load is
+milliseconds (its sleeps overrun).
 
-The upstream, the proxy and this client each run in their own process (as they would in use),
-all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100") picks the burst client
-counts; BENCH_PROXY_PACED=0 skips the paced load.
+The upstream, the relay, the proxy and this client each run in their own process (as they would
+in use), all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100"; "" for none) picks
+the burst client counts; BENCH_PROXY_PACED_BLOCKS (default 3) sets the paced blocks per target,
+0 skips the paced load.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import socket
@@ -37,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -48,95 +52,13 @@ from _common import percentile, report
 from autorecap.jobs.queue import JobQueue
 from autorecap.store.sqlite import SQLiteStore
 from autorecap.testing import generate_chat
+from loopback import MODEL_LIKE
 
 N_MESSAGES = 1000
-CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,100").split(","))
-PACED = os.environ.get("BENCH_PROXY_PACED", "1") != "0"
-MODEL_LIKE = "model-like"
-"""The `model` that makes the upstream answer like a model: first token after FIRST_S, then
-TOKENS more, TOKEN_S apart (the whole answer at the end when not streaming)."""
-FIRST_S = 0.2
-TOKENS = 20
-TOKEN_S = 0.02
+CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,100").split(",") if n)
+BLOCKS = int(os.environ.get("BENCH_PROXY_PACED_BLOCKS", "3"))
+LOOPBACK = str(Path(__file__).with_name("loopback.py"))
 THINK_S = (1.0, 3.0)
-ANSWER = json.dumps(
-    {
-        "id": "x",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Aye."},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-).encode()
-CHUNKS = [
-    b'data: {"choices":[{"index":0,"delta":{"content":"Aye"}}]}\n\n',
-    b'data: {"choices":[{"index":0,"delta":{"content":"."}}]}\n\n',
-    b"data: [DONE]\n\n",
-]
-
-
-class UpstreamServer(ThreadingHTTPServer):
-    request_queue_size = 1024  # 100 clients at once: http.server's default backlog is 5
-    daemon_threads = True
-
-
-class Upstream(BaseHTTPRequestHandler):
-    """A fake LLM server that reads the request as a real one would and answers at once."""
-
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers["Content-Length"]))
-        received = time.perf_counter()
-        body = orjson.loads(raw)
-        model_like = body.get("model") == MODEL_LIKE
-        if model_like:
-            time.sleep(FIRST_S)
-        if body.get("stream"):
-            head = (
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n"
-            )
-            self.wfile.write(head)
-            chunks = CHUNKS if not model_like else [CHUNKS[0]] * TOKENS + CHUNKS
-            first = 0.0
-            for number, chunk in enumerate(chunks):
-                if model_like and 0 < number <= TOKENS:
-                    time.sleep(TOKEN_S)
-                if number == len(chunks) - 1:  # before [DONE]: the span, as an SSE comment
-                    chunk = f": span {first:.6f} {time.perf_counter() - received:.6f}\n\n".encode()
-                    chunk += CHUNKS[-1]
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                self.wfile.flush()
-                first = first or time.perf_counter() - received
-            self.wfile.write(b"0\r\n\r\n")
-        else:
-            if model_like:
-                time.sleep(TOKENS * TOKEN_S)
-            span = time.perf_counter() - received
-            answer = ANSWER[:-1] + f', "span": [{span:.6f}, {span:.6f}]}}'.encode()
-            head = (
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                + f"Content-Length: {len(answer)}\r\n\r\n".encode()
-            )
-            self.wfile.write(head + answer)
-
-    def log_message(self, *args: object) -> None:
-        return
-
-
-def run_upstream(port: int) -> None:
-    UpstreamServer(("127.0.0.1", port), Upstream).serve_forever()
 
 
 def free_port() -> int:
@@ -297,9 +219,11 @@ async def measure_paced(
     proxied: bool,
     ids: list[str],
     seed: int,
+    first: int = 0,
 ) -> list[Timing]:
     """Each client on its own: think (THINK_S, the same draws for a given seed), send, read
-    the answer, keep the reply; `rounds` times. The upstream answers like a model."""
+    the answer, keep the reply; `rounds` times, numbered from `first`. The upstream answers
+    like a model."""
     times: list[Timing] = []
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
     draws = random.Random(seed)
@@ -308,7 +232,7 @@ async def measure_paced(
 
         async def chat(chat_id: str, messages: list[dict[str, str]], waits: list[float]) -> None:
             url = completions_url(base, chat_id, proxied)
-            for round_number, wait in enumerate(waits):
+            for round_number, wait in enumerate(waits, start=first):
                 await asyncio.sleep(wait)
                 messages.append({"role": "user", "content": f"Paced {round_number}, {chat_id}."})
                 body = {"model": MODEL_LIKE, "messages": list(messages), "stream": stream}
@@ -328,28 +252,35 @@ def cpu_seconds(pid: int) -> float:
 
 def main() -> None:
     python = sys.executable
-    upstream_port, proxy_port = free_port(), free_port()
+    upstream_port, relay_port, proxy_port = free_port(), free_port(), free_port()
     processes: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "proxy.db"
         env = {**os.environ, "AUTORECAP_HOME": folder}
+        upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
+        launch = (
+            "import uvicorn\n"
+            "from autorecap.server.app import ServerConfig, create_app\n"
+            f"app = create_app(ServerConfig(upstream={upstream_url!r}, db={str(db)!r}))\n"
+            f"uvicorn.run(app, host='127.0.0.1', port={proxy_port}, log_level='warning',"
+            " timeout_keep_alive=600)\n"
+        )
         try:
-            processes.append(
-                subprocess.Popen([python, __file__, "upstream", str(upstream_port)], env=env)
-            )
-            upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
-            launch = (
-                "import uvicorn\n"
-                "from autorecap.server.app import ServerConfig, create_app\n"
-                f"app = create_app(ServerConfig(upstream={upstream_url!r}, db={str(db)!r}))\n"
-                f"uvicorn.run(app, host='127.0.0.1', port={proxy_port}, log_level='warning',"
-                " timeout_keep_alive=600)\n"
-            )
-            processes.append(subprocess.Popen([python, "-c", launch], env=env))
-            proxy_url = f"http://127.0.0.1:{proxy_port}"
-            wait_until_up(f"{proxy_url}/openapi.json", processes[1])
+            for command in (
+                [LOOPBACK, "upstream", str(upstream_port)],
+                [LOOPBACK, "relay", upstream_url, str(relay_port)],
+                ["-c", launch],
+            ):
+                processes.append(subprocess.Popen([python, *command], env=env))
+            urls = {
+                "direct": upstream_url,
+                "relay": f"http://127.0.0.1:{relay_port}",
+                "proxy": f"http://127.0.0.1:{proxy_port}",
+            }
             wait_until_up(f"{upstream_url}/x", processes[0])
-            run(proxy_url, upstream_url, db, processes[1].pid)
+            wait_until_up(f"{urls['relay']}/x", processes[1])
+            wait_until_up(f"{urls['proxy']}/openapi.json", processes[2])
+            run(urls, db, processes[2].pid)
         finally:
             for process in processes:
                 process.terminate()
@@ -373,7 +304,8 @@ def added(direct: list[Timing], proxied: list[Timing], at: int) -> dict[str, flo
     return figures
 
 
-def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
+def run(urls: dict[str, str], db: Path, proxy_pid: int) -> None:
+    proxy_url, upstream_url = urls["proxy"], urls["direct"]
     for clients in CLIENTS:
         figures: dict[str, object] = {}
         ids = [f"bench-{clients}-{n}" for n in range(clients)]
@@ -402,51 +334,76 @@ def run(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
             f"proxy: added latency, burst, {clients} client(s), chats of 1,000 messages", figures
         )
     ttfb(proxy_url, db)
-    if PACED:
-        paced(proxy_url, upstream_url, db, proxy_pid)
+    if BLOCKS:
+        paced(urls, db, proxy_pid)
 
 
-def paced(proxy_url: str, upstream_url: str, db: Path, proxy_pid: int) -> None:
-    """100 clients each on their own, with a model-like upstream (see the module docstring);
-    then the streamed case again with the recap queue paused."""
+def paced(urls: dict[str, str], db: Path, proxy_pid: int) -> None:
+    """100 clients each on their own, with a model-like upstream, going block by block to each
+    target in turn (see the module docstring)."""
     ids = [f"paced-{n}" for n in range(100)]
-    chats = [history(chat_id) for chat_id in ids]
-    rounds = 4
+    chats = {"proxy": [history(chat_id) for chat_id in ids]}
     # The proxy learns the chats (with the model the clients then keep using: a request that
     # changes anything before the history, the model included, is reconciled in full).
-    asyncio.run(measure(proxy_url, chats, 1, False, True, ids, MODEL_LIKE))
+    asyncio.run(measure(urls["proxy"], chats["proxy"], 1, False, True, ids, MODEL_LIKE))
+    chats["direct"] = [list(m) for m in chats["proxy"]]
+    chats["relay"] = [list(m) for m in chats["proxy"]]
     store = SQLiteStore(db)
     queue = JobQueue(store)
     figures: dict[str, object] = {"jobs queued at the start": queue.counts()["queued"]}
     results: dict[str, list[Timing]] = {}
-    for seed, stream in enumerate((False, True)):
+    for stream in (False, True):
         label = "streaming" if stream else "not streaming"
-        results[f"direct {label}"] = asyncio.run(
-            measure_paced(upstream_url, [list(m) for m in chats], rounds, stream, False, ids, seed)
-        )
-        cpu = cpu_seconds(proxy_pid)
-        done_before = queue.counts()["done"]
-        results[label] = proxied = asyncio.run(
-            measure_paced(proxy_url, chats, rounds, stream, True, ids, seed)
-        )
-        figures[f"{label}: recap jobs done meanwhile"] = queue.counts()["done"] - done_before
+        targets = ["direct", "relay", "proxy"] + (["proxy, queue paused"] if stream else [])
+        times: dict[str, list[Timing]] = {target: [] for target in targets}
+        cpu = 0.0
+        jobs = 0
+        for block in range(BLOCKS):
+            for target in targets[block % len(targets) :] + targets[: block % len(targets)]:
+                paused = target == "proxy, queue paused"
+                if paused:
+                    queue.pause()
+                    time.sleep(1.0)  # the job in progress finishes
+                name = target.split(",")[0]
+                before = cpu_seconds(proxy_pid), queue.counts()["done"]
+                times[target] += asyncio.run(
+                    measure_paced(
+                        urls[name],
+                        chats[name],
+                        2,
+                        stream,
+                        name != "direct",
+                        ids,
+                        seed=block * 2 + stream,
+                        first=block * 2,
+                    )
+                )
+                if paused:
+                    queue.resume()
+                elif name == "proxy":
+                    cpu += cpu_seconds(proxy_pid) - before[0]
+                    jobs += queue.counts()["done"] - before[1]
+        figures[f"{label}: recap jobs done meanwhile"] = jobs
         figures[f"{label}: proxy process CPU per request ms (worker included)"] = round(
-            (cpu_seconds(proxy_pid) - cpu) / len(proxied) * 1e3, 2
+            cpu / len(times["proxy"]) * 1e3, 2
         )
-        for name, value in added(results[f"direct {label}"], proxied, 0).items():
-            figures[f"{label}: added {name} ms"] = value
-        for name, value in added(results[f"direct {label}"], proxied, 2).items():
-            figures[f"{label}: added {name} ms, outside the upstream"] = value
+        direct = times["direct"]
+        for target, suffix in (("proxy", ""), ("relay", ", a relay with no memory work")):
+            for name, value in added(direct, times[target], 0).items():
+                figures[f"{label}: added {name} ms{suffix}"] = value
+            for name, value in added(direct, times[target], 2).items():
+                figures[f"{label}: added {name} ms, outside the upstream{suffix}"] = value
         figures[f"{label}: direct p50 ms"] = round(
-            percentile([t.total for t in results[f"direct {label}"]], 50) * 1e3, 2
+            percentile([t.total for t in direct], 50) * 1e3, 2
         )
-    queue.pause()
-    time.sleep(1.0)
-    paused = asyncio.run(measure_paced(proxy_url, chats, rounds, True, True, ids, 1))
-    queue.resume()
+        results.update({f"{target} {label}": found for target, found in times.items()})
     store.close()
-    sets = {"recaps running": results["streaming"], "queue paused": paused}
-    sets["direct"] = results["direct streaming"]
+    sets = {
+        "recaps running": results["proxy streaming"],
+        "queue paused": results["proxy, queue paused streaming"],
+        "direct": results["direct streaming"],
+        "relay": results["relay streaming"],
+    }
     for field, suffix in (("first", ""), ("outside_first", ", outside the upstream")):
         for name, pct in (("p50", 50), ("p99", 99)):
             for label, timings in sets.items():
@@ -489,7 +446,4 @@ def ttfb(proxy_url: str, db: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["upstream"]:
-        run_upstream(int(sys.argv[2]))
-    else:
-        main()
+    main()

@@ -509,3 +509,31 @@ def test_storage_that_is_not_an_object_is_refused_on_write() -> None:
     with pytest.raises(RunningRecapError, match="not an object"):
         add(chat, "x")
     assert chat.metadata[STORAGE_KEY] == "garbage"
+
+
+_VERSION_NUMBERS = st.one_of(st.integers(-2, 6), st.booleans(), st.none(), st.just("3"))
+
+
+@given(
+    stored=st.lists(
+        st.one_of(
+            st.builds(lambda n, c: {"version": n, "content": c}, _VERSION_NUMBERS, st.text()),
+            st.builds(lambda c: {"content": c}, st.text(max_size=3)),  # no number at all
+            st.just("not a version"),
+        ),
+        max_size=8,
+    ),
+    wanted=_VERSION_NUMBERS,
+)
+def test_current_is_the_wanted_version_of_the_sorted_list_else_its_last(
+    stored: list[Any], wanted: Any
+) -> None:
+    # The seeds' reading, spelt out: sort the versions by number (stably), take the first whose
+    # number is `current_version`, else the last. `current()` finds the same one in one pass,
+    # whatever the stored list holds (duplicates, booleans, missing numbers, non-objects).
+    chat = Chat(chat_id="c")
+    chat.metadata[STORAGE_KEY] = {"current_version": wanted, "versions": stored}
+    ordered = running.versions(chat)
+    matches = [v for v in ordered if running._number(v) == wanted]
+    expected = matches[0] if matches else (ordered[-1] if ordered else None)
+    assert running.current(chat) is expected

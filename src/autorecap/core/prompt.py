@@ -158,7 +158,7 @@ def assemble_chat(
 
 def assemble_messages(
     main_prompt: Sequence[T],
-    history: list[T],
+    history: Sequence[T],
     slots: ExtensionPrompts,
 ) -> list[T | dict[str, Any]]:
     """`assemble_chat(...).messages` with no context size to fit, on the client's messages as

@@ -53,15 +53,24 @@ def versions(chat: Chat) -> list[dict[str, Any]]:
 
 
 def current(chat: Chat) -> dict[str, Any] | None:
-    """The version that is injected: `current_version`, else the newest."""
-    all_versions = versions(chat)
-    if not all_versions:
+    """The version that is injected: `current_version`, else the newest (of versions with the
+    same number, the first stored, as in `versions()` order). One pass, no sort: this runs at
+    every memory refresh."""
+    store = storage(chat)
+    if store is None:
         return None
-    wanted = storage(chat).get("current_version")  # type: ignore[union-attr]
-    for version in all_versions:
-        if _number(version) == wanted:
+    wanted = store.get("current_version")
+    newest: dict[str, Any] | None = None
+    newest_number = 0
+    for version in store["versions"]:
+        if not isinstance(version, dict):
+            continue
+        number = _number(version)
+        if number == wanted:
             return version
-    return all_versions[-1]
+        if newest is None or number >= newest_number:  # the last of the highest, as sorted
+            newest, newest_number = version, number
+    return newest
 
 
 def injection_text(chat: Chat, template: str) -> str:

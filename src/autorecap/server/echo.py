@@ -146,6 +146,9 @@ class Echo:
     """Their `mes` when matched (a message edited meanwhile changes it)."""
     hidden: set[int]
     """The indexes of those that are hidden."""
+    visible: array[int]
+    """The request elements of the others, ascending (`lead + i`): kept up to date as messages
+    come, recomputed when one is hidden or shown."""
 
     @property
     def history(self) -> int:
@@ -170,6 +173,7 @@ def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | No
     if found is None or len(found.starts) != len(sent):
         return None
     matched = chat.messages[:history]
+    hidden = {index for index, message in enumerate(matched) if message.get("is_system")}
     return Echo(
         chat,
         raw,
@@ -179,8 +183,13 @@ def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | No
         matched,
         {id(message): index for index, message in enumerate(matched)},
         list(map(_TEXT, matched)),
-        {index for index, message in enumerate(matched) if message.get("is_system")},
+        hidden,
+        _visible(lead, history, hidden),
     )
+
+
+def _visible(lead: int, history: int, hidden: set[int]) -> array[int]:
+    return array("q", (lead + index for index in range(history) if index not in hidden))
 
 
 @dataclass
@@ -211,28 +220,27 @@ class Repeat:
             return None
         hidden = echo.hidden
         where = echo.where
+        shown_or_hidden = False
         for message in touched.values():
             index = where.get(id(message))
-            if index is not None:
-                if message.get("is_system"):
-                    hidden.add(index)
-                else:
-                    hidden.discard(index)
+            if index is not None and bool(message.get("is_system")) != (index in hidden):
+                hidden.symmetric_difference_update((index,))
+                shown_or_hidden = True
         added = stored[matched:history]
+        lead = echo.lead
         for offset, message in enumerate(added):
             index = matched + offset
             where[id(message)] = index
             if message.get("is_system"):
                 hidden.add(index)
+            elif not shown_or_hidden:
+                echo.visible.append(lead + index)
         echo.messages.extend(added)
         echo.texts.extend(map(_TEXT, added))
-        lead = echo.lead
-        if hidden:
-            visible = [lead + i for i in range(history) if i not in hidden]
-        else:
-            visible = list(range(lead, lead + history))
+        if shown_or_hidden:
+            echo.visible = _visible(lead, history, hidden)
         slots = ExtensionPrompts() if self.plan.carries_injection else slots
-        items = assemble_messages(list(range(lead)), visible, slots)
+        items = assemble_messages(list(range(lead)), echo.visible, slots)
         body = splice(self.raw, echo.layout.opening, self.close, self.starts, self.ends, items)
         echo.raw = self.raw
         echo.layout = Layout(
