@@ -223,9 +223,13 @@ class Repeat:
         shown_or_hidden = False
         for message in touched.values():
             index = where.get(id(message))
-            if index is not None and bool(message.get("is_system")) != (index in hidden):
-                hidden.symmetric_difference_update((index,))
-                shown_or_hidden = True
+            if index is None or bool(message.get("is_system")) == (index in hidden):
+                continue
+            if index in hidden:
+                hidden.discard(index)
+            else:
+                hidden.add(index)
+            shown_or_hidden = True
         added = stored[matched:history]
         lead = echo.lead
         for offset, message in enumerate(added):
