@@ -8,11 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from autorecap import read_chat, set_data
+from autorecap import get_memory, read_chat, set_data
 from autorecap.core.model import Message
 from autorecap.stfiles.jsonl import parse_chat
 from autorecap.store import SQLiteStore, StoreError
-from autorecap.store.migrations import MIGRATIONS, apply_migrations, schema_version
+from autorecap.store.migrations import (
+    MIGRATIONS,
+    StaleChatError,
+    apply_migrations,
+    schema_version,
+)
 from autorecap.testing import generate_chat
 from tests.conftest import fixture_files
 
@@ -138,14 +143,15 @@ def test_message_ids_never_change(store: SQLiteStore) -> None:
     assert third.messages[0]["mes"] == "first"
 
 
-def test_one_set_data_writes_one_row(store: SQLiteStore) -> None:
+def test_one_set_data_writes_one_message_row(store: SQLiteStore) -> None:
     store.import_chat(generate_chat(200, seed=2, chat_id="g"))
     chat = store.load_chat("g")
     message = chat.messages[100]
     set_data(message, "memory", "one change")
     changes_before = store._db.total_changes
     assert store.save(chat, changed=[message]) == 1
-    assert store._db.total_changes - changes_before == 1
+    # The message's row, and the revision stamps: the chat's and the store's counter.
+    assert store._db.total_changes - changes_before == 3
     assert store.load_chat("g").messages[100]["extra"]["auto_recap_memory"]["memory"] == (
         "one change"
     )
@@ -162,10 +168,10 @@ def test_a_failed_save_writes_nothing(store: SQLiteStore, monkeypatch: pytest.Mo
     chat = store.load_chat("g")
     for message in chat.messages[:5]:
         set_data(message, "memory", "part of one logical write")
-    from autorecap.store import sqlite as sqlite_module
+    from autorecap.store import revisions as revisions_module
 
     calls = {"n": 0}
-    real = sqlite_module._changed_message_json
+    real = revisions_module.changed_message_json
 
     def fail_on_third(message: object) -> str | None:
         calls["n"] += 1
@@ -173,7 +179,7 @@ def test_a_failed_save_writes_nothing(store: SQLiteStore, monkeypatch: pytest.Mo
             raise OSError("disk full")
         return real(message)
 
-    monkeypatch.setattr(sqlite_module, "_changed_message_json", fail_on_third)
+    monkeypatch.setattr(revisions_module, "changed_message_json", fail_on_third)
     with pytest.raises(OSError, match="disk full"):
         store.save(chat, changed=chat.messages[:5])
     monkeypatch.undo()
@@ -224,11 +230,11 @@ def test_an_append_only_save_does_not_read_the_message_order_back(store: SQLiteS
     assert [m["mes"] for m in store.load_chat("g").messages] == [m["mes"] for m in chat.messages]
 
 
-def test_a_save_after_another_process_changed_the_chat_reads_the_order(
+def test_a_save_from_a_copy_whose_messages_changed_elsewhere_is_refused(
     store: SQLiteStore, tmp_path: Path
 ) -> None:
-    """The order a connection remembers is dropped when another connection commits: the save
-    then makes the stored list the chat's own (a message added elsewhere is not kept)."""
+    """Another process added a message since this copy was read: saving this copy's list
+    would delete it, so the save is refused whole, and `pull` says to read the chat again."""
     store.import_chat(generate_chat(10, seed=6, chat_id="g"))
     mine = store.load_chat("g")
     other = SQLiteStore(tmp_path / "store.db")
@@ -239,10 +245,14 @@ def test_a_save_after_another_process_changed_the_chat_reads_the_order(
     finally:
         other.close()
     mine.append({"name": "Here", "mes": "added here"})
-    store.save(mine, structure=True)
-    stored = [m["mes"] for m in store.load_chat("g").messages]
-    assert stored == [m["mes"] for m in mine.messages]
-    assert "added by another process" not in stored
+    set_data(mine.messages[0], "memory", "written with the refused save")
+    with pytest.raises(StaleChatError, match="read the changes and save again"):
+        store.save(mine, changed=[mine.messages[0]], structure=True)
+    stored = store.load_chat("g")
+    assert stored.messages[-1]["mes"] == "added by another process"
+    assert get_memory(stored.messages[0]) == ""
+    assert mine.messages[-1].id is None  # still new: the next save inserts it
+    assert store.pull(mine).reshaped
 
 
 def test_deleting_then_appending_uses_the_full_save(store: SQLiteStore) -> None:

@@ -71,6 +71,49 @@ def delete_data(message: dict[str, Any] | None, key: str) -> None:
         _after_write(message, namespace)  # type: ignore[arg-type]
 
 
+def is_pipeline_key(key: str) -> bool:
+    """True for the data the recap pipeline writes: a message's recap and what came with it,
+    scene breaks, scene recaps (what a recap worker in another process may have changed)."""
+    return key in RECAP_KEYS or key.startswith(("scene_", "auto_scene_"))
+
+
+def take_pipeline_data(live: dict[str, Any], stored: Mapping[str, Any]) -> bool:
+    """Give `live` the pipeline's data of `stored`, another copy of the same message (as a
+    recap worker in another process saved it), keeping everything else of `live`: its text and
+    fields, and the data the memory refresh and the user write. Notifies nobody (the caller
+    decides what to tell). Returns whether anything changed."""
+    theirs = _read_namespace(stored) or {}
+    ours = _read_namespace(live)
+    keys = {k for k in theirs if is_pipeline_key(k)}
+    if ours is not None:
+        keys |= {k for k in ours if is_pipeline_key(k)}
+    missing = object()
+    wanted = {
+        k: theirs.get(k, missing)
+        for k in keys
+        if (ours or {}).get(k, missing) != theirs.get(k, missing)
+    }
+    if not wanted:
+        return False
+    namespace = _writable_namespace(live, "take_pipeline_data")
+    for key, value in wanted.items():
+        if value is missing:
+            namespace.pop(key, None)
+        else:
+            namespace[key] = _copy_json(value)
+    swipe_info = live.get("swipe_info")
+    swipe_id = live.get("swipe_id")
+    if isinstance(swipe_info, list) and _is_index(swipe_id) and swipe_id < len(swipe_info):
+        entry = swipe_info[swipe_id]
+        if isinstance(entry, dict):
+            extra = entry.get("extra")
+            if not isinstance(extra, dict):
+                extra = entry["extra"] = {}
+            extra.pop(LEGACY_NAMESPACE, None)
+            extra[NAMESPACE] = _copy_json(namespace)
+    return True
+
+
 def get_memory(message: Mapping[str, Any] | None) -> str:
     """The message's recap with its prefill in front (`""` when it has no recap)."""
     memory = get_data(message, "memory")

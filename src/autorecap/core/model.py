@@ -28,13 +28,16 @@ NARRATOR_TYPE = "narrator"
 class Message(dict[str, Any]):
     """One chat message: the JSON object of its line, with typed views of the usual fields."""
 
-    __slots__ = ("_chat", "_eol", "_id", "_line", "_raw")
+    __slots__ = ("_chat", "_eol", "_id", "_line", "_raw", "_rev")
 
     _raw: bytes | None
     _eol: bytes | None
     _chat: Chat | None
     _line: int
     _id: int | None
+    _rev: int | None
+    """The store revision of this message's row as this copy last read or wrote it (None: not
+    known, the row is written whatever it holds)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,6 +46,7 @@ class Message(dict[str, Any]):
         self._chat = None
         self._line = 0
         self._id = None
+        self._rev = None
 
     @property
     def name(self) -> str:
@@ -241,6 +245,23 @@ class FileLayout:
     original_messages: list[Message] = field(default_factory=list)
 
 
+@dataclass
+class ChatRevs:
+    """Which store revisions an in-memory chat reflects (a store bumps a revision at each save,
+    so that a copy can tell what another process changed since: `SQLiteStore.pull`). None: not
+    known (a chat not read from a store), nothing is checked."""
+
+    synced: int | None = None
+    """Every change up to this revision is in this copy."""
+    header: int | None = None
+    """The header's revision."""
+    order: int | None = None
+    """The message list's revision (messages added, removed or moved)."""
+    header_base: str | None = None
+    """The header as stored at `header` (JSON): what a three-way merge of the header compares
+    with."""
+
+
 class Chat:
     """A SillyTavern chat: a header and messages.
 
@@ -266,6 +287,8 @@ class Chat:
         self.path = path
         self._messages = MessageList()
         self.layout = FileLayout()
+        self.revs = ChatRevs()
+        """The store revisions this copy was read or written at (`autorecap.store`)."""
         self.listeners: list[Callable[[Message | None], None]] = []
         """Called after autorecap's data API changes a message of this chat (None: the header
         or the message list): how autosave and the memory caches learn of changes."""

@@ -38,6 +38,7 @@ class Snapshot:
                 pause()
             copied = self.copy.append(copy.deepcopy(dict(message)))
             copied._id = message._id
+            copied._rev = message._rev
         self._before = [_namespace_json(m) for m in self.copy.messages]
         self._running_before = _running_json(self.copy)
 

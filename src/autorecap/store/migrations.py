@@ -23,6 +23,13 @@ class UnknownChatError(StoreError):
     http_status = 404
 
 
+class StaleChatError(StoreError):
+    """A save from a copy of a chat that another process changed since it was read: nothing
+    was written. Read what changed (`SQLiteStore.pull`), then save again."""
+
+    http_status = 409
+
+
 @dataclass(frozen=True)
 class Migration:
     number: int
@@ -125,10 +132,32 @@ def _m003_job_lookup(db: sqlite3.Connection) -> None:
     _run(db, "CREATE INDEX jobs_by_chat ON jobs (chat_id, kind, target, state);")
 
 
+def _m004_revisions(db: sqlite3.Connection) -> None:
+    # Every save takes the next number of one store-wide counter and stamps what it wrote with
+    # it, so that a process holding a chat in memory can read what another process changed
+    # since (`SQLiteStore.pull`), and a save from an old copy is refused, not written over.
+    _run(
+        db,
+        """
+        CREATE TABLE store_rev (
+            only INTEGER PRIMARY KEY CHECK (only = 1),
+            value INTEGER NOT NULL
+        );
+        INSERT INTO store_rev (only, value) VALUES (1, 1);
+        ALTER TABLE chats ADD COLUMN rev INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE chats ADD COLUMN header_rev INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE chats ADD COLUMN order_rev INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE messages ADD COLUMN rev INTEGER NOT NULL DEFAULT 1;
+        CREATE INDEX messages_by_rev ON messages (chat_id, rev);
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", _m001_initial),
     Migration(2, "jobs", _m002_jobs),
     Migration(3, "job lookup index", _m003_job_lookup),
+    Migration(4, "revisions", _m004_revisions),
 )
 """Every migration, in order. The schema version of a database is its last applied number."""
 

@@ -11,12 +11,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from autorecap.core.jsjson import dumps_canonical, loads_strict
-from autorecap.core.model import Chat, FileLayout, KeptLine, Message
+from autorecap.core.model import Chat, ChatRevs, FileLayout, KeptLine, Message
 from autorecap.paths import autorecap_home
 from autorecap.stfiles.jsonl import (
     data_matches_raw,
@@ -25,8 +25,29 @@ from autorecap.stfiles.jsonl import (
     serialize_chat,
 )
 from autorecap.store.base import ChatInfo, ChatStore
-from autorecap.store.migrations import StoreError, UnknownChatError, apply_migrations
+from autorecap.store.migrations import (
+    StoreError,
+    UnknownChatError,
+    apply_migrations,
+)
 from autorecap.store.order import StoredOrder, appended_to, saved, stored_count
+from autorecap.store.revisions import (
+    Pulled,
+    apply_header,
+    apply_rows,
+    next_rev,
+    stale,
+    stored_header,
+    write_message,
+)
+from autorecap.store.rows import (
+    Transaction,
+    changed_message_json,
+    index_at_or_before,
+    layout_from_json,
+    layout_json,
+    storable,
+)
 
 DB_FILE = "autorecap.db"
 
@@ -96,6 +117,7 @@ class SQLiteStore(ChatStore):
         self.structure_version += 1
         with self._lock, self._transaction():
             self._orders.pop(new_id, None)
+            rev = next_rev(self._db)
             if self._exists(new_id):
                 if not replace:
                     raise StoreError(
@@ -107,28 +129,33 @@ class SQLiteStore(ChatStore):
             header_data = self._changed_json(chat.header, header_raw, layout)
             self._db.execute(
                 """INSERT INTO chats (id, header_raw, header_data, layout, source, next_pos,
-                                      created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                      created_at, updated_at, rev, header_rev, order_rev)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     new_id,
                     header_raw,
                     header_data,
-                    _layout_json(layout),
+                    layout_json(layout),
                     source,
                     len(chat.messages),
                     now,
                     now,
+                    rev,
+                    rev,
+                    rev,
                 ),
             )
             rows = []
             for pos, message in enumerate(chat.messages):
                 raw = message._raw
-                data = _changed_message_json(message)
+                data = changed_message_json(message)
                 if raw is None:
                     # Made in memory: store the line it will be written as, so data stays NULL.
                     raw, data = message_line(message), None
-                rows.append((new_id, pos, raw, message._eol, data, message._line))
+                rows.append((new_id, pos, raw, message._eol, data, message._line, rev))
             self._db.executemany(
-                "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,?)",
+                "INSERT INTO messages (chat_id, pos, raw, eol, data, line, rev) "
+                "VALUES (?,?,?,?,?,?,?)",
                 rows,
             )
             positions = {id(m): pos for pos, m in enumerate(chat.messages)}
@@ -151,12 +178,15 @@ class SQLiteStore(ChatStore):
     def load_chat(self, chat_id: str) -> Chat:
         with self._lock:
             head = self._db.execute(
-                "SELECT header_raw, header_data, layout FROM chats WHERE id = ?", (chat_id,)
+                "SELECT header_raw, header_data, layout, rev, header_rev, order_rev FROM chats "
+                "WHERE id = ?",
+                (chat_id,),
             ).fetchone()
             if head is None:
                 raise self._unknown(chat_id)
             rows = self._db.execute(
-                "SELECT id, pos, raw, eol, data, line FROM messages WHERE chat_id = ? ORDER BY pos",
+                "SELECT id, pos, raw, eol, data, line, rev FROM messages WHERE chat_id = ? "
+                "ORDER BY pos",
                 (chat_id,),
             ).fetchall()
             kept_rows = self._db.execute(
@@ -166,23 +196,22 @@ class SQLiteStore(ChatStore):
             ).fetchall()
             self._check_orders()
             self._orders[chat_id] = [row[0] for row in rows]
-        header_raw, header_data, layout_text = head
-        layout = _layout_from_json(layout_text)
+        header_raw, header_data, layout_text, rev, header_rev, order_rev = head
+        layout = layout_from_json(layout_text)
         layout.header_raw = header_raw
         chat = Chat(chat_id=chat_id, header={})
         chat.layout = layout
-        if header_data is not None:
-            chat.header = json.loads(header_data)
-        elif header_raw is not None and layout.header_valid:
-            chat.header = loads_strict(header_raw.decode("utf-8"))
+        chat.header = stored_header(header_raw, header_data, layout)
+        chat.revs = ChatRevs(rev, header_rev, order_rev, dumps_canonical(chat.header))
         positions: list[int] = []
-        for row_id, pos, raw, eol, data, line in rows:
+        for row_id, pos, raw, eol, data, line, row_rev in rows:
             values = json.loads(data) if data is not None else loads_strict(raw.decode("utf-8"))
             message = Message(values)
             message._raw = raw
             message._eol = eol
             message._line = line
             message._id = row_id
+            message._rev = row_rev
             message._chat = chat
             chat.messages.append(message)
             positions.append(pos)
@@ -193,7 +222,7 @@ class SQLiteStore(ChatStore):
                 raw=raw,
                 reason=reason,
                 eol=eol,
-                after_index=_index_at_or_before(positions, after_pos),
+                after_index=index_at_or_before(positions, after_pos),
             )
             for line, raw, eol, reason, after_pos in kept_rows
         ]
@@ -226,48 +255,119 @@ class SQLiteStore(ChatStore):
         its job done there, so that the recap and the job's completion land together)."""
         written = 0
         chat.adopt_all()
+        revs = chat.revs
         new_ids: list[tuple[Message, int]] = []  # this save's own: saves of other chats run too
+        rows: list[Message] = []
+        header_text: str | None = None
+        reshaped = 0
         with self._lock, self._transaction():
             row = self._db.execute(
-                "SELECT header_raw, layout, next_pos FROM chats WHERE id = ?", (chat.id,)
+                "SELECT header_raw, layout, next_pos, rev, header_rev, order_rev FROM chats "
+                "WHERE id = ?",
+                (chat.id,),
             ).fetchone()
             if row is None:
                 raise self._unknown(chat.id)
-            header_raw, layout_text, next_pos = row
+            header_raw, layout_text, next_pos, stored_rev, header_rev, order_rev = row
+            rev = next_rev(self._db)
             if header or full:
+                if revs.header is not None and header_rev != revs.header:
+                    raise stale(chat, "its header (the running recap)")
+                header_data = self._changed_json(
+                    chat.header, header_raw, layout_from_json(layout_text)
+                )
                 self._db.execute(
-                    "UPDATE chats SET header_data = ?, updated_at = ? WHERE id = ?",
-                    (
-                        self._changed_json(chat.header, header_raw, _layout_from_json(layout_text)),
-                        time.time(),
-                        chat.id,
-                    ),
+                    "UPDATE chats SET header_data = ?, header_rev = ?, updated_at = ? WHERE id = ?",
+                    (header_data, rev, time.time(), chat.id),
+                )
+                header_text = (
+                    header_data if header_data is not None else dumps_canonical(chat.header)
                 )
                 written += 1
             if structure or full:
-                written += self._save_structure(chat, next_pos, new_ids)
+                if revs.order is not None and order_rev != revs.order:
+                    raise stale(chat, "its messages (added or removed)")
+                reshaped = self._save_structure(chat, next_pos, new_ids, rev)
+                if reshaped:
+                    self._db.execute(
+                        "UPDATE chats SET order_rev = ? WHERE id = ?", (rev, chat.id)
+                    )
+                    written += reshaped
             seen: set[int] = set()
             for message in chat.messages if full else changed:
                 if message._id is None or message._id in seen or message._chat is not chat:
                     continue
                 seen.add(message._id)
-                self._db.execute(
-                    "UPDATE messages SET data = ? WHERE id = ?",
-                    (_changed_message_json(message), message._id),
-                )
+                write_message(self._db, chat, message, rev)
+                rows.append(message)
                 written += 1
+            if written:
+                self._db.execute("UPDATE chats SET rev = ? WHERE id = ?", (rev, chat.id))
             if also is not None:
                 also(self._db)
-        # Ids go onto the messages only once the transaction committed: after a rollback the
-        # messages are still new, and the next save inserts them.
+        # Ids and revisions go onto the messages only once the transaction committed: after a
+        # rollback the messages are still new (the next save inserts them) or as read.
         for message, row_id in new_ids:
             message._id = row_id
+            message._rev = rev
             message._chat = chat
+        for message in rows:
+            message._rev = rev
+        if written:
+            if header_text is not None:
+                revs.header, revs.header_base = rev, header_text
+            if reshaped:
+                revs.order = rev
+            if revs.synced == stored_rev:  # nobody else wrote in between: still in step
+                revs.synced = rev
         if structure or full:
             with self._lock:
                 self._check_orders()
                 self._orders[chat.id] = saved(chat.messages)
         return written
+
+    # --- changes made by other processes -------------------------------------------------------
+
+    def pull(
+        self,
+        chat: Chat,
+        *,
+        pending: Collection[Message] = (),
+        header_pending: bool = False,
+    ) -> Pulled:
+        """Bring into `chat`, a copy read from this store, what other processes saved since:
+        changed message rows and the header. `pending`: messages changed in the copy and not
+        saved yet; they keep their text and fields and take only the recap pipeline's data
+        (`take_pipeline_data`), unless their text changed here (then theirs is stale). With
+        `header_pending`, the header is merged three ways, key by key of `chat_metadata`.
+        Messages added or removed elsewhere are not merged: `Pulled.reshaped` says to read the
+        chat again. Listeners are not notified (the caller tells its caches)."""
+        revs = chat.revs
+        with self._lock:
+            head = self._db.execute(
+                "SELECT rev, header_rev, order_rev, header_raw, header_data, layout FROM chats "
+                "WHERE id = ?",
+                (chat.id,),
+            ).fetchone()
+            if head is None:
+                return Pulled(gone=True)
+            rev, header_rev, order_rev, header_raw, header_data, layout_text = head
+            if revs.synced is None or rev == revs.synced:
+                return Pulled()
+            if order_rev != revs.order:
+                return Pulled(reshaped=True)
+            rows = self._db.execute(
+                "SELECT id, raw, data, rev FROM messages WHERE chat_id = ? AND rev > ?",
+                (chat.id, revs.synced),
+            ).fetchall()
+        pulled = Pulled()
+        apply_rows(chat, rows, pending, pulled)
+        if header_rev != revs.header:
+            stored = stored_header(header_raw, header_data, layout_from_json(layout_text))
+            apply_header(chat, stored, header_rev, header_pending)
+            pulled.header = True
+        revs.synced = rev
+        return pulled
 
     def _check_orders(self) -> None:
         """Clear `_orders` when another connection committed since it was made (hold the
@@ -288,7 +388,9 @@ class SQLiteStore(ChatStore):
         with self._lock, self._transaction():
             return work(self._db)
 
-    def _save_structure(self, chat: Chat, next_pos: int, new_ids: list[tuple[Message, int]]) -> int:
+    def _save_structure(
+        self, chat: Chat, next_pos: int, new_ids: list[tuple[Message, int]], rev: int
+    ) -> int:
         """Insert new messages, delete removed ones, and keep the stored order."""
         self.structure_version += 1
         self._check_orders()
@@ -296,7 +398,7 @@ class SQLiteStore(ChatStore):
         if known is not None and appended_to(known, chat.messages):
             # Messages appended at the end, and the stored order known: no need to read it.
             fresh = chat.messages[stored_count(known) :]
-            self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids)
+            self._insert(chat, fresh, range(next_pos, next_pos + len(fresh)), new_ids, rev)
             self._db.execute(
                 "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
                 (next_pos + len(fresh), time.time(), chat.id),
@@ -320,7 +422,8 @@ class SQLiteStore(ChatStore):
         else:
             new_positions = self._renumber(chat, stored, base=next_pos)
             next_pos += len(chat.messages)
-        self._insert(chat, [m for m in chat.messages if m._id is None], new_positions, new_ids)
+            new_count = len(chat.messages)  # every row moved
+        self._insert(chat, [m for m in chat.messages if m._id is None], new_positions, new_ids, rev)
         self._db.execute(
             "UPDATE chats SET next_pos = ?, updated_at = ? WHERE id = ?",
             (next_pos, time.time(), chat.id),
@@ -333,12 +436,14 @@ class SQLiteStore(ChatStore):
         fresh: Sequence[Message],
         positions: Iterable[int],
         new_ids: list[tuple[Message, int]],
+        rev: int,
     ) -> None:
         """Insert messages not stored yet at `positions` (their ids go in `new_ids`)."""
         for message, pos in zip(fresh, positions, strict=True):
             cursor = self._db.execute(
-                "INSERT INTO messages (chat_id, pos, raw, eol, data, line) VALUES (?,?,?,?,?,0)",
-                (chat.id, pos, None, None, _changed_message_json(message)),
+                "INSERT INTO messages (chat_id, pos, raw, eol, data, line, rev) "
+                "VALUES (?,?,?,?,?,0,?)",
+                (chat.id, pos, None, None, changed_message_json(message), rev),
             )
             new_ids.append((message, int(cursor.lastrowid or 0)))
 
@@ -382,8 +487,8 @@ class SQLiteStore(ChatStore):
             "`autorecap import FILE` stores one"
         )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self._db)
 
     @staticmethod
     def _changed_json(value: dict[str, Any], raw: bytes | None, layout: FileLayout) -> str | None:
@@ -391,85 +496,4 @@ class SQLiteStore(ChatStore):
             return None
         if raw is not None and not layout.header_valid and not value:
             return None
-        return _storable(value)
-
-
-class _Transaction:
-    """`BEGIN IMMEDIATE ... COMMIT`, rolled back on any error (one logical write, all or none)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            raise StoreError(
-                f"the store is busy or unavailable ({error}): another autorecap may hold it; "
-                "try again"
-            ) from None
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is None:
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                self._db.execute("ROLLBACK")
-                raise StoreError(f"could not save to the store: {error}") from None
-        else:
-            self._db.execute("ROLLBACK")
-            if kind is not None and issubclass(kind, sqlite3.Error):
-                raise StoreError(f"could not save to the store: {rest[0]}") from None
-
-
-def _changed_message_json(message: Message) -> str | None:
-    raw = message._raw
-    if raw is not None and data_matches_raw(message, raw):
-        return None
-    return _storable(message)
-
-
-def _storable(value: dict[str, Any]) -> str:
-    text = dumps_canonical(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates cannot be stored as TEXT; escape them
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return text
-
-
-def _layout_json(layout: FileLayout) -> str:
-    return json.dumps(
-        {
-            "bom": layout.bom,
-            "default_eol": layout.default_eol.decode("ascii"),
-            "final_eol": layout.final_eol.decode("ascii"),
-            "header_eol": (layout.header_eol or b"").decode("ascii"),
-            "header_had_metadata": layout.header_had_metadata,
-            "header_valid": layout.header_valid,
-            "from_file": layout.from_file,
-        }
-    )
-
-
-def _layout_from_json(text: str) -> FileLayout:
-    data = json.loads(text)
-    return FileLayout(
-        bom=data["bom"],
-        default_eol=data["default_eol"].encode("ascii"),
-        final_eol=data["final_eol"].encode("ascii"),
-        header_eol=data["header_eol"].encode("ascii") or None,
-        header_had_metadata=data["header_had_metadata"],
-        header_valid=data["header_valid"],
-        from_file=bool(data.get("from_file", False)),
-    )
-
-
-def _index_at_or_before(positions: list[int], after_pos: int) -> int:
-    index = -1
-    for i, pos in enumerate(positions):
-        if pos <= after_pos:
-            index = i
-        else:
-            break
-    return index
+        return storable(value)

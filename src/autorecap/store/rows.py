@@ -1,0 +1,94 @@
+"""How the SQLite store turns chats into rows and back: the JSON it keeps, the layout of a
+file, and its write transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from autorecap.core.jsjson import dumps_canonical
+from autorecap.core.model import FileLayout, Message
+from autorecap.stfiles.jsonl import data_matches_raw
+from autorecap.store.migrations import StoreError
+
+
+class Transaction:
+    """`BEGIN IMMEDIATE ... COMMIT`, rolled back on any error (one logical write, all or none)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreError(
+                f"the store is busy or unavailable ({error}): another autorecap may hold it; "
+                "try again"
+            ) from None
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as error:
+                self._db.execute("ROLLBACK")
+                raise StoreError(f"could not save to the store: {error}") from None
+        else:
+            self._db.execute("ROLLBACK")
+            if kind is not None and issubclass(kind, sqlite3.Error):
+                raise StoreError(f"could not save to the store: {rest[0]}") from None
+
+
+def changed_message_json(message: Message) -> str | None:
+    raw = message._raw
+    if raw is not None and data_matches_raw(message, raw):
+        return None
+    return storable(message)
+
+
+def storable(value: dict[str, Any]) -> str:
+    text = dumps_canonical(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates cannot be stored as TEXT; escape them
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text
+
+
+def layout_json(layout: FileLayout) -> str:
+    return json.dumps(
+        {
+            "bom": layout.bom,
+            "default_eol": layout.default_eol.decode("ascii"),
+            "final_eol": layout.final_eol.decode("ascii"),
+            "header_eol": (layout.header_eol or b"").decode("ascii"),
+            "header_had_metadata": layout.header_had_metadata,
+            "header_valid": layout.header_valid,
+            "from_file": layout.from_file,
+        }
+    )
+
+
+def layout_from_json(text: str) -> FileLayout:
+    data = json.loads(text)
+    return FileLayout(
+        bom=data["bom"],
+        default_eol=data["default_eol"].encode("ascii"),
+        final_eol=data["final_eol"].encode("ascii"),
+        header_eol=data["header_eol"].encode("ascii") or None,
+        header_had_metadata=data["header_had_metadata"],
+        header_valid=data["header_valid"],
+        from_file=bool(data.get("from_file", False)),
+    )
+
+
+def index_at_or_before(positions: list[int], after_pos: int) -> int:
+    index = -1
+    for i, pos in enumerate(positions):
+        if pos <= after_pos:
+            index = i
+        else:
+            break
+    return index
