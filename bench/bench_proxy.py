@@ -29,7 +29,9 @@ milliseconds (its sleeps overrun).
 The upstream, the relay, the proxy and this client each run in their own process (as they would
 in use), all on this machine's 2 cores. BENCH_PROXY_CLIENTS (default "1,100"; "" for none) picks
 the burst client counts; BENCH_PROXY_PACED_BLOCKS (default 3) sets the paced blocks per target,
-0 skips the paced load.
+0 skips the paced load. BENCH_PROXY_WORKER=process runs the recap jobs in an `autorecap worker`
+process beside a proxy without a worker of its own (`serve --no-worker`), at the niceness
+BENCH_PROXY_WORKER_NICE (default 10); the proxy's CPU figures then leave the worker out.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ from loopback import MODEL_LIKE
 N_MESSAGES = 1000
 CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,100").split(",") if n)
 BLOCKS = int(os.environ.get("BENCH_PROXY_PACED_BLOCKS", "3"))
+WORKER = os.environ.get("BENCH_PROXY_WORKER", "thread")
+WORKER_NICE = int(os.environ.get("BENCH_PROXY_WORKER_NICE", "10"))
 LOOPBACK = str(Path(__file__).with_name("loopback.py"))
 THINK_S = (1.0, 3.0)
 
@@ -261,7 +265,8 @@ def main() -> None:
         launch = (
             "import uvicorn\n"
             "from autorecap.server.app import ServerConfig, create_app\n"
-            f"app = create_app(ServerConfig(upstream={upstream_url!r}, db={str(db)!r}))\n"
+            f"app = create_app(ServerConfig(upstream={upstream_url!r}, db={str(db)!r},"
+            f" worker={WORKER == 'thread'}))\n"
             f"uvicorn.run(app, host='127.0.0.1', port={proxy_port}, log_level='warning',"
             " timeout_keep_alive=600)\n"
         )
@@ -280,6 +285,16 @@ def main() -> None:
             wait_until_up(f"{upstream_url}/x", processes[0])
             wait_until_up(f"{urls['relay']}/x", processes[1])
             wait_until_up(f"{urls['proxy']}/openapi.json", processes[2])
+            if WORKER == "process":  # `serve --no-worker` with `autorecap worker` beside it
+                worker = [python, "-c", "from autorecap.cli import main; main()", "worker"]
+                processes.append(
+                    subprocess.Popen(
+                        [*worker, "--db", str(db)],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        preexec_fn=lambda: os.nice(WORKER_NICE),
+                    )
+                )
             run(urls, db, processes[2].pid)
         finally:
             for process in processes:

@@ -49,6 +49,15 @@ def serve(
             "one of these keys, and each key sees only its own chats, jobs and settings.",
         ),
     ] = None,
+    worker: Annotated[
+        bool,
+        typer.Option(
+            "--worker/--no-worker",
+            help="Make the recaps in this process (default), or leave the jobs to `autorecap "
+            "worker` processes on the same --db: the server reads their recaps in as they are "
+            "saved.",
+        ),
+    ] = True,
     durable: Annotated[
         bool,
         typer.Option(
@@ -72,6 +81,7 @@ def serve(
             context_size=context_size,
             keys_file=keys_file,
             durable=durable,
+            worker=worker,
         )
     )
     err.print(
@@ -79,6 +89,12 @@ def serve(
         f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
     )
     err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+    if not worker:
+        where = f" --db {db}" if db is not None else ""
+        err.print(
+            f"recaps: no worker in this process; run `autorecap worker{where}` beside it "
+            "(its recaps are read in as they are saved)"
+        )
     keyring = application.state.keyring
     if keyring is not None:
         err.print(

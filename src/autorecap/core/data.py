@@ -71,36 +71,33 @@ def delete_data(message: dict[str, Any] | None, key: str) -> None:
         _after_write(message, namespace)  # type: ignore[arg-type]
 
 
-def is_pipeline_key(key: str) -> bool:
-    """True for the data the recap pipeline writes: a message's recap and what came with it,
-    scene breaks, scene recaps (what a recap worker in another process may have changed)."""
-    return key in RECAP_KEYS or key.startswith(("scene_", "auto_scene_"))
-
-
-def take_pipeline_data(live: dict[str, Any], stored: Mapping[str, Any]) -> bool:
-    """Give `live` the pipeline's data of `stored`, another copy of the same message (as a
-    recap worker in another process saved it), keeping everything else of `live`: its text and
-    fields, and the data the memory refresh and the user write. Notifies nobody (the caller
-    decides what to tell). Returns whether anything changed."""
+def merge_stored_data(live: Message, stored: Mapping[str, Any]) -> bool:
+    """Bring into `live` the extension data of `stored`, another copy of the same message that
+    another process saved, key by key: a key changed here since the last save (`live._base`
+    holds the data as it was then) keeps its value here, every other key takes the stored one.
+    Fields outside the data stay as they are here. Notifies nobody (the caller decides what to
+    tell). Returns whether anything changed."""
+    ours = _read_namespace(live) or {}
+    base = live._base if live._base is not None else ours
     theirs = _read_namespace(stored) or {}
-    ours = _read_namespace(live)
-    keys = {k for k in theirs if is_pipeline_key(k)}
-    if ours is not None:
-        keys |= {k for k in ours if is_pipeline_key(k)}
     missing = object()
     wanted = {
-        k: theirs.get(k, missing)
-        for k in keys
-        if (ours or {}).get(k, missing) != theirs.get(k, missing)
+        key: theirs.get(key, missing)
+        for key in set(ours) | set(theirs)
+        if ours.get(key, missing) == base.get(key, missing)
+        and ours.get(key, missing) != theirs.get(key, missing)
     }
     if not wanted:
         return False
-    namespace = _writable_namespace(live, "take_pipeline_data")
+    namespace = _writable_namespace(live, "merge_stored_data")
     for key, value in wanted.items():
-        if value is missing:
-            namespace.pop(key, None)
-        else:
-            namespace[key] = _copy_json(value)
+        for target in (namespace, live._base):  # the base too: these are as stored now
+            if target is None:
+                continue
+            if value is missing:
+                target.pop(key, None)
+            else:
+                target[key] = _copy_json(value)
     swipe_info = live.get("swipe_info")
     swipe_id = live.get("swipe_id")
     if isinstance(swipe_info, list) and _is_index(swipe_id) and swipe_id < len(swipe_info):
@@ -219,6 +216,10 @@ def _namespace_of(extra: Any) -> dict[str, Any] | None:
 
 
 def _writable_namespace(message: dict[str, Any] | None, caller: str) -> dict[str, Any]:
+    if isinstance(message, Message) and message._rev is not None and message._base is None:
+        # A stored message's first change since it was saved: keep the data as it was, so
+        # that a save another process made meanwhile merges key by key (`merge_stored_data`).
+        message._base = _copy_json(_read_namespace(message) or {})
     if message is None:
         raise MessageDataError(
             f"{caller} was given no message: pass the message object (for example "

@@ -28,7 +28,7 @@ NARRATOR_TYPE = "narrator"
 class Message(dict[str, Any]):
     """One chat message: the JSON object of its line, with typed views of the usual fields."""
 
-    __slots__ = ("_chat", "_eol", "_id", "_line", "_raw", "_rev")
+    __slots__ = ("_base", "_chat", "_eol", "_id", "_line", "_raw", "_rev")
 
     _raw: bytes | None
     _eol: bytes | None
@@ -38,6 +38,8 @@ class Message(dict[str, Any]):
     _rev: int | None
     """The store revision of this message's row as this copy last read or wrote it (None: not
     known, the row is written whatever it holds)."""
+    _base: dict[str, Any] | None
+    """The extension data as last saved, kept from its first change since (None: unchanged)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -47,6 +49,7 @@ class Message(dict[str, Any]):
         self._line = 0
         self._id = None
         self._rev = None
+        self._base = None
 
     @property
     def name(self) -> str:

@@ -33,11 +33,13 @@ from autorecap.llm.base import RecapBackend
 from autorecap.pacing import pausing
 from autorecap.profiles import Profiles
 from autorecap.settings import Settings
-from autorecap.store.migrations import UnknownChatError
+from autorecap.store.migrations import StaleChatError, UnknownChatError
 
 log = logging.getLogger("autorecap.jobs")
 SLICE_S = 0.02
 """How long a job runs without pausing once it has waited `patience_s` for requests."""
+STALE_TRIES = 4
+"""How often a job runs again at once when another process saved its chat first."""
 
 
 class JobCancelledError(AutorecapError):
@@ -76,6 +78,7 @@ class Worker:
         on_chat_released: Callable[[str], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         after_job: Callable[[], None] | None = None,
+        on_stale: Callable[[str], object] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -106,6 +109,9 @@ class Worker:
         """Called when there is no job to take (before waiting for one, or stopping)."""
         self.after_job = after_job
         """Called after each job, no chat's lock held."""
+        self.on_stale = on_stale
+        """Called with a chat's id when a job's save was refused because another process
+        saved the chat first (a server reads what changed into its copy there)."""
         self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
@@ -198,7 +204,17 @@ class Worker:
         try:
             self.check_cancel(job)
             with pausing(self._pause):
-                handler(self, job)
+                for attempt in range(STALE_TRIES):
+                    try:
+                        handler(self, job)
+                        break
+                    except StaleChatError:
+                        # Another process saved the chat meanwhile: read what it changed, then
+                        # run the job again on that (it usually finds its work done or still
+                        # to do, and saves this time).
+                        if attempt == STALE_TRIES - 1:
+                            raise
+                        self.forget(job.chat_id)
         except UnknownChatError:
             log.info("job %s (%s): its chat was deleted; nothing to do", job.id, job.label)
             self.queue.complete(job)
@@ -268,18 +284,34 @@ class Worker:
             time.sleep(0.002)
 
     def chat(self, chat_id: str) -> Chat:
-        """The chat, loaded once and reloaded when another process changed the database."""
+        """The chat, loaded once; what another process saved since is read in (`pull`) when
+        the database changed, and a chat whose messages were added or removed elsewhere is
+        loaded again."""
         if self.chat_source is not None:
             return self.chat_source(chat_id)
         with self._lock:
             version = (self.store.data_version(), self.store.structure_version)
             if version != self._data_version:
-                self._chats.clear()
+                if version[1] != (self._data_version or (0, -1))[1]:
+                    self._chats.clear()  # this connection reshaped a chat: read them again
+                for known, copy in list(self._chats.items()):
+                    pulled = self.store.pull(copy)
+                    if pulled.reshaped or pulled.gone:
+                        del self._chats[known]
                 self._data_version = version
             chat = self._chats.get(chat_id)
             if chat is None:
                 chat = self._chats[chat_id] = self.store.load_chat(chat_id)
             return chat
+
+    def forget(self, chat_id: str) -> None:
+        """A save of the chat was refused (another process saved it first): drop this
+        worker's copy (the server's chats read the changes in instead: `on_stale`)."""
+        if self.on_stale is not None:
+            self.on_stale(chat_id)
+            return
+        with self._lock:
+            self._chats.pop(chat_id, None)
 
     def settings_for(self, chat: Chat) -> Settings:
         if self.settings_source is not None:

@@ -109,6 +109,12 @@ def create_app(config: ServerConfig) -> FastAPI:
         heap.start()
         registry.heap = heap
         sweeper = asyncio.create_task(_keep(heap))
+        # What other processes save (an `autorecap worker`, the command line) is read in.
+        watch_stop = threading.Event()
+        watcher = threading.Thread(
+            target=registry.outside.watch, args=(watch_stop,), daemon=True, name="autorecap-watch"
+        )
+        watcher.start()
         worker = None
         thread = None
         if config.worker:
@@ -125,9 +131,11 @@ def create_app(config: ServerConfig) -> FastAPI:
         finally:
             try:
                 sweeper.cancel()
+                watch_stop.set()
                 if worker is not None and thread is not None:
                     worker.stop()
                     thread.join(timeout=30)
+                watcher.join(timeout=10)
                 await relay.close()
                 registry.close()
                 store.close()

@@ -38,14 +38,18 @@ from autorecap.server.echo import (
 )
 from autorecap.server.freshness import Freshness
 from autorecap.server.heap import HeapKeeper
+from autorecap.server.outside import Outside
 from autorecap.server.traffic import Traffic
 from autorecap.server.wire import dumps, loads, parse_body
 from autorecap.session import Session
 from autorecap.settings import Settings
+from autorecap.store.migrations import StaleChatError
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
 log = logging.getLogger("autorecap.server")
+SAVE_TRIES = 4
+"""How often a save is tried again after reading in what another process saved first."""
 ECHOES = 512
 """How many chats' last requests are kept for the fast path (`server.echo`)."""
 __all__ = ["HEADER_CHAT", "ChatRegistry", "ProxyError", "Turn", "client_messages", "fingerprint"]
@@ -115,6 +119,8 @@ class ChatRegistry:
         self._echoes: dict[str, Echo] = {}
         self.freshness = Freshness(self._sessions, self._guard, self.hold)
         """The worker's memory refreshes (`server.freshness`)."""
+        self.outside = Outside(self)
+        """What other processes save to the store, read into these chats (`server.outside`)."""
         self.fast = True
         """Recognise a chat's next request from its last one (`server.echo`); off, every
         request is reconciled in full (the tests compare the two)."""
@@ -213,8 +219,23 @@ class ChatRegistry:
         changed = list(unsaved.messages.values())
         unsaved.messages.clear()
         unsaved.header = False
-        self.store.save(session.chat, changed=changed, header=header, structure=structure)
+        for attempt in range(SAVE_TRIES):
+            try:
+                self.store.save(session.chat, changed=changed, header=header, structure=structure)
+                break
+            except StaleChatError:
+                # Another process (a recap worker, the command line) saved the chat first:
+                # read what it changed in, keeping this copy's changes, and save again.
+                if attempt == SAVE_TRIES - 1 or not self.outside.pull(chat_id, changed, header):
+                    raise
         unsaved.list_version = version
+
+    def _read_in_and_save(self, chat_id: str) -> None:
+        """A recap job's save was refused (another process saved the chat first): read the
+        changes in, keeping the job's, and save both, before the job runs again."""
+        with self.hold(chat_id):
+            if self.outside.pull(chat_id):
+                self._save(chat_id)
 
     # --- a turn ------------------------------------------------------------------------------
 
@@ -378,6 +399,7 @@ class ChatRegistry:
             on_chat_released=self.freshness.after_job,
             after_job=self.freshness.catch_up,
             on_idle=self.freshness.refresh_stale,
+            on_stale=self._read_in_and_save,
             **options,
         )
 

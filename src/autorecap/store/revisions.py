@@ -15,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from autorecap.core.data import take_pipeline_data
+from autorecap.core.data import merge_stored_data
 from autorecap.core.jsjson import dumps_canonical, loads_strict
 from autorecap.core.model import Chat, FileLayout, Message
 from autorecap.store.migrations import StaleChatError
@@ -85,8 +85,9 @@ def apply_rows(
     pulled: Pulled,
 ) -> None:
     """Put stored rows `(id, raw, data, rev)` into the chat's messages of the same ids. A
-    message in `pending` (changed here, not saved yet) keeps its text and fields and takes the
-    pipeline's data, unless its text changed here: the stored recap would be the old text's."""
+    message in `pending` (changed here, not saved yet) keeps its text and fields and what of
+    its data changed here, and takes the rest of the stored data (`merge_stored_data`), unless
+    its text changed here: what was made elsewhere was made for the old text."""
     if not rows:
         return
     by_id = {m._id: m for m in chat.messages if m._id is not None}
@@ -104,12 +105,13 @@ def apply_rows(
         if id(live) in waiting:
             stored = Message(values)
             if stored.text != live.text or stored.swipe_id != live.swipe_id:
-                continue
-            if take_pipeline_data(live, stored):
+                continue  # its text changed here: what was made elsewhere is the old text's
+            if merge_stored_data(live, stored):
                 pulled.messages.append(live)
         else:
             live.clear()
             live.update(values)
+            live._base = None
             pulled.messages.append(live)
 
 

@@ -289,9 +289,7 @@ class SQLiteStore(ChatStore):
                     raise stale(chat, "its messages (added or removed)")
                 reshaped = self._save_structure(chat, next_pos, new_ids, rev)
                 if reshaped:
-                    self._db.execute(
-                        "UPDATE chats SET order_rev = ? WHERE id = ?", (rev, chat.id)
-                    )
+                    self._db.execute("UPDATE chats SET order_rev = ? WHERE id = ?", (rev, chat.id))
                     written += reshaped
             seen: set[int] = set()
             for message in chat.messages if full else changed:
@@ -313,6 +311,7 @@ class SQLiteStore(ChatStore):
             message._chat = chat
         for message in rows:
             message._rev = rev
+            message._base = None
         if written:
             if header_text is not None:
                 revs.header, revs.header_base = rev, header_text
@@ -376,6 +375,11 @@ class SQLiteStore(ChatStore):
         if version != self._orders_version:
             self._orders.clear()
             self._orders_version = version
+
+    def revisions(self) -> dict[str, int]:
+        """Every stored chat's revision (what `pull` compares with a copy's `revs.synced`)."""
+        with self._lock:
+            return dict(self._db.execute("SELECT id, rev FROM chats").fetchall())
 
     def data_version(self) -> int:
         """Changes whenever another connection (another process) commits to the database."""

@@ -1,0 +1,106 @@
+"""Reading into the server's chats what other processes save to the store.
+
+The server keeps its chats in memory. Another process may save to the same database meanwhile:
+an `autorecap worker` running the server's recap jobs (`autorecap serve --no-worker`), or the
+command line. Every save is stamped with a store-wide revision (`autorecap.store.revisions`), so:
+- a poll of the database's `data_version` (`watch`, every `POLL_S`) finds the chats another
+  process changed, and reads just their changed rows into the copies in memory, then refreshes
+  their memory as the in-process worker would (`Freshness.after_job`);
+- a save of the server's own that another process got ahead of is refused by the store; the
+  server reads the changes in (keeping its own) and saves again (`ChatRegistry._save`).
+
+A chat deleted or reshaped (messages added or removed) by another process is dropped from memory
+and read again on its next use: the client's next request, which carries the whole list, is
+reconciled with it as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from autorecap.core.model import Message
+from autorecap.errors import AutorecapError
+
+if TYPE_CHECKING:
+    from autorecap.server.proxy import ChatRegistry
+
+log = logging.getLogger("autorecap.server")
+POLL_S = 0.05
+"""How often the server looks for saves of other processes (one cheap query when none)."""
+
+
+class Outside:
+    """One registry's view of the other processes' saves (see the module docstring)."""
+
+    def __init__(self, registry: ChatRegistry) -> None:
+        self._registry = registry
+        self._version: int | None = None
+        self.pulls = 0
+        """Chats read in so far (for tests and benchmarks)."""
+
+    def pull(
+        self, chat_id: str, pending: Iterable[Message] = (), header_pending: bool = False
+    ) -> bool:
+        """Read into the in-memory chat what other processes saved since, keeping its changes
+        not saved yet (`pending`: more of them than the chat's own unsaved list), and refresh
+        its memory on the worker's terms. A chat deleted or reshaped elsewhere is dropped from
+        memory: False."""
+        registry = self._registry
+        with registry.hold(chat_id):
+            session = registry._sessions.get(chat_id)
+            if session is None:
+                return False
+            chat = session.chat
+            unsaved = registry._unsaved[chat_id]
+            waiting = {id(m): m for m in pending} | unsaved.messages
+            header_waiting = header_pending or unsaved.header
+            pulled = registry.store.pull(
+                chat, pending=waiting.values(), header_pending=header_waiting
+            )
+            self.pulls += 1
+            if pulled.gone or pulled.reshaped:
+                log.info("chat %r was changed by another process: it is read again", chat_id)
+                registry.drop(chat_id)
+                return False
+            for message in pulled.messages:
+                chat.notify_change(message)  # the memory's caches, the echo's watch
+                if id(message) not in waiting:  # as stored: nothing to save
+                    unsaved.messages.pop(id(message), None)
+            if pulled.header:
+                header_was = unsaved.header
+                chat.notify_change(None)
+                unsaved.header = header_was
+            registry.freshness.after_job(chat_id)
+            return True
+
+    def pull_changed(self) -> int:
+        """`pull` every chat in memory that another process saved since it was read, when the
+        database changed at all (else one query). Returns how many were read in."""
+        registry = self._registry
+        version = registry.store.data_version()
+        if version == self._version:
+            return 0
+        self._version = version
+        with registry._guard:
+            known = {chat_id: s.chat.revs.synced for chat_id, s in registry._sessions.items()}
+        if not known:
+            return 0
+        stored = registry.store.revisions()
+        count = 0
+        for chat_id, synced in known.items():
+            if synced is not None and stored.get(chat_id) != synced:
+                self.pull(chat_id)
+                count += 1
+        return count
+
+    def watch(self, stop: threading.Event) -> None:
+        """Poll until `stop` is set (the server runs this on a thread of its own)."""
+        while not stop.wait(POLL_S):
+            try:
+                self.pull_changed()
+                self._registry.freshness.catch_up()
+            except AutorecapError as error:  # the store busy or gone: try again next time
+                log.warning("reading other processes' changes failed: %s", error)

@@ -1,0 +1,202 @@
+"""The server reads in what other processes save to its store (an `autorecap worker` beside
+`autorecap serve --no-worker`, the command line), and never writes over it.
+
+A second `SQLiteStore` connection to the same file stands for the other process: SQLite tells a
+connection of another's commits the same way whether it is in this process or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from autorecap.core import running
+from autorecap.core.data import get_data, get_memory, set_data
+from autorecap.core.slots import SCENE_KEY, SHORT_KEY
+from autorecap.jobs.queue import JobQueue
+from autorecap.jobs.runner import Worker
+from autorecap.llm import make_backend
+from autorecap.llm.base import RecapBackend
+from autorecap.profiles import Profiles
+from autorecap.server import freshness
+from autorecap.server.proxy import ChatRegistry
+from autorecap.settings import Settings
+from autorecap.store.sqlite import SQLiteStore
+
+CHAT = "elsewhere"
+LINES = [
+    "Mira hides the stolen ledger under the captain's bunk.",
+    "Vos arrives at the docks demanding forty crowns.",
+    "We pay Vos twenty crowns and promise the rest by spring.",
+    "The Heron slips out of the harbour at dusk.",
+    "A storm catches us two days east of Corsa.",
+    "The mast cracks and Tamsin lashes it with spare rope.",
+]
+
+
+def body(lines: list[str]) -> bytes:
+    messages = [{"role": "system", "content": "You are Mira."}]
+    for number, line in enumerate(lines):
+        messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+    return orjson.dumps({"model": "m", "messages": messages})
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[ChatRegistry, SQLiteStore]]:
+    """A registry holding CHAT in memory, and another connection to its store."""
+    path = tmp_path / "chats.db"
+    mine = SQLiteStore(path)
+    registry = ChatRegistry(mine, JobQueue(mine), profiles=Profiles(tmp_path / "settings.json"))
+    registry.settle(registry.begin(CHAT, body(LINES)))
+    other = SQLiteStore(path)
+    yield registry, other
+    other.close()
+    registry.close()
+    mine.close()
+
+
+def recap_elsewhere(other: SQLiteStore, *indexes: int) -> None:
+    theirs = other.load_chat(CHAT)
+    for index in indexes:
+        set_data(theirs.messages[index], "memory", f"recap {index} made elsewhere")
+    other.save(theirs, changed=[theirs.messages[i] for i in indexes])
+
+
+def test_recaps_saved_by_another_process_are_read_in_and_injected(
+    setup: tuple[ChatRegistry, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 0.0)  # refreshed as soon as read in
+    registry, other = setup
+    session = registry.session(CHAT)
+    assert session.slots.value(SHORT_KEY) == ""
+    recap_elsewhere(other, 1, 2, 3)
+    assert registry.outside.pull_changed() == 1
+    chat = session.chat
+    assert [get_memory(chat.messages[i]) for i in (1, 2, 3)] == [
+        f"recap {i} made elsewhere" for i in (1, 2, 3)
+    ]
+    assert registry.outside.pull_changed() == 0  # nothing new since
+    # Read in as the in-process worker's recaps are: the memory is refreshed at once.
+    assert not session.stale
+    assert all(get_data(chat.messages[i], "include") for i in (1, 2, 3))
+    # A running recap version made elsewhere is read in and injected into the next request.
+    theirs = other.load_chat(CHAT)
+    running.add_version(
+        theirs,
+        "The Heron sailed east with the ledger.",
+        scene_count=1,
+        excluded_count=0,
+        prev_scene_index=-1,
+        new_scene_index=3,
+        now_ms=0,
+    )
+    other.save(theirs, header=True)
+    assert registry.outside.pull_changed() == 1
+    assert "The Heron sailed east" in session.slots.value(SCENE_KEY)
+    turn = registry.begin(CHAT, body([*LINES, "Where now?"]))
+    sent = orjson.loads(turn.body)["messages"]
+    assert any("The Heron sailed east" in str(m.get("content")) for m in sent)
+    registry.settle(turn)
+    assert running.current(other.load_chat(CHAT))["content"].startswith("The Heron sailed")
+
+
+def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
+    setup: tuple[ChatRegistry, SQLiteStore],
+) -> None:
+    registry, other = setup
+    recap_elsewhere(other, 2)
+    # The server changes the same message before it has read the other process's save.
+    with registry.edit(CHAT) as session:
+        set_data(session.chat.messages[2], "exclude", True)
+    stored = other.load_chat(CHAT).messages[2]
+    assert get_memory(stored) == "recap 2 made elsewhere"
+    assert get_data(stored, "exclude") is True
+    assert get_memory(registry.chat(CHAT).messages[2]) == "recap 2 made elsewhere"
+
+
+def test_the_next_turn_saves_without_undoing_recaps_made_elsewhere(
+    setup: tuple[ChatRegistry, SQLiteStore],
+) -> None:
+    registry, other = setup
+    recap_elsewhere(other, 1, 4)
+    turn = registry.begin(CHAT, body([*LINES, "Where now?"]))
+    registry.record(turn, "To Ilmar.")
+    registry.settle(turn)
+    stored = other.load_chat(CHAT)
+    assert get_memory(stored.messages[1]) == "recap 1 made elsewhere"
+    assert get_memory(stored.messages[4]) == "recap 4 made elsewhere"
+    assert [m.text for m in stored.messages][-2:] == ["Where now?", "To Ilmar."]
+
+
+def test_a_chat_reshaped_elsewhere_is_read_again(
+    setup: tuple[ChatRegistry, SQLiteStore],
+) -> None:
+    registry, other = setup
+    before = registry.session(CHAT)
+    theirs = other.load_chat(CHAT)
+    del theirs.messages[-1]
+    other.save(theirs, structure=True)
+    registry.outside.pull_changed()
+    after = registry.session(CHAT)
+    assert after is not before
+    assert len(after.chat.messages) == len(LINES) - 1
+    # The client's list is still the truth: its next request puts the message back.
+    registry.settle(registry.begin(CHAT, body(LINES)))
+    assert [m.text for m in other.load_chat(CHAT).messages] == LINES
+
+
+class _InterruptedOnce:
+    """The offline engine; during its first message recap, another process saves a change to
+    the same message (which the worker's save must not undo)."""
+
+    def __init__(self, inner: RecapBackend, other: SQLiteStore, index: int) -> None:
+        self.inner = inner
+        self.other = other
+        self.index = index
+        self.name = inner.name
+        self.calls = 0
+
+    def message_recap(self, request: object) -> object:
+        self.calls += 1
+        if self.calls == 1:
+            theirs = self.other.load_chat(CHAT)
+            set_data(theirs.messages[self.index], "noted_elsewhere", True)
+            self.other.save(theirs, changed=[theirs.messages[self.index]])
+        return self.inner.message_recap(request)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["server-worker", "standalone-worker"])
+def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
+    setup: tuple[ChatRegistry, SQLiteStore], shared: bool
+) -> None:
+    registry, other = setup
+    queue = registry.queue
+    jobs = [j for j in queue.list(chat_id=CHAT) if j.kind == "message_recap"]
+    first = min(jobs, key=lambda job: job.id)  # taken first: its message is interrupted
+    index = [m.id for m in registry.chat(CHAT).messages].index(first.target)
+    backends: list[_InterruptedOnce] = []
+
+    def backend_for(settings: Settings) -> RecapBackend:
+        backends.append(_InterruptedOnce(make_backend(settings, backend="offline"), other, index))
+        return backends[-1]  # type: ignore[return-value]
+
+    if shared:
+        worker = registry.worker(backend_for, idle_sleep=0.01)
+    else:
+        worker = Worker(JobQueue(other), backend_for, idle_sleep=0.01)
+    stats = worker.run(until_empty=True)
+    assert (stats.failed, stats.retried) == (0, 0), stats.errors
+    stored_chat = other.load_chat(CHAT)
+    recapped = sum(1 for m in stored_chat.messages if get_memory(m))
+    # The server's worker keeps its recap through the merge and saves it with the other
+    # process's change; a standalone worker reads the chat again and makes the recap again.
+    assert backends[0].calls == recapped + (0 if shared else 1)
+    stored = stored_chat.messages[index]
+    assert get_data(stored, "noted_elsewhere") is True  # the other process's change
+    assert get_memory(stored)  # and the recap
