@@ -8,11 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import openai
+import pytest
+from fastapi.testclient import TestClient
 
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
@@ -21,6 +24,7 @@ from autorecap.server.proxy import ChatRegistry
 from autorecap.testing import generate_chat
 
 from .conftest import StartProxy, Upstream
+from .test_access import run_serve
 
 REPO = Path(__file__).resolve().parents[2]
 CHAT = "two-processes"
@@ -118,3 +122,21 @@ def test_recaps_made_by_a_worker_process_reach_the_proxys_requests(
         client.close()
     assert worker.returncode == 0, errors
     assert "0 to retry, 0 failed" in out, out + errors
+
+
+def test_serve_no_worker_runs_no_worker_but_reads_other_processes_in(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    db = tmp_path / "x.db"
+    code, err, app = run_serve(capsys, monkeypatch, "--db", str(db), "--no-worker")
+    assert code == 0, err
+    assert f"run `autorecap worker --db {db}` beside it" in " ".join(err.split())
+    with TestClient(app):
+        names = {thread.name for thread in threading.enumerate()}
+        assert "autorecap-server-worker" not in names
+        assert "autorecap-watch" in names
+    code, err, app = run_serve(capsys, monkeypatch, "--db", str(db))
+    assert code == 0, err
+    assert "autorecap worker" not in err
+    with TestClient(app):
+        assert "autorecap-server-worker" in {thread.name for thread in threading.enumerate()}
