@@ -92,3 +92,12 @@ def index_at_or_before(positions: list[int], after_pos: int) -> int:
         else:
             break
     return index
+
+
+def changed_header_json(value: dict[str, Any], raw: bytes | None, layout: FileLayout) -> str | None:
+    """The header's JSON to store, or None when the header line as read still says it."""
+    if raw is not None and layout.header_valid and data_matches_raw(value, raw):
+        return None
+    if raw is not None and not layout.header_valid and not value:
+        return None
+    return storable(value)

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from autorecap.core.jsjson import dumps_canonical, loads_strict
-from autorecap.core.model import Chat, ChatRevs, FileLayout, KeptLine, Message
+from autorecap.core.model import Chat, ChatRevs, KeptLine, Message
 from autorecap.paths import autorecap_home
 from autorecap.stfiles.jsonl import (
-    data_matches_raw,
     kept_line_anchor,
     message_line,
     serialize_chat,
@@ -42,11 +41,11 @@ from autorecap.store.revisions import (
 )
 from autorecap.store.rows import (
     Transaction,
+    changed_header_json,
     changed_message_json,
     index_at_or_before,
     layout_from_json,
     layout_json,
-    storable,
 )
 
 DB_FILE = "autorecap.db"
@@ -126,7 +125,7 @@ class SQLiteStore(ChatStore):
                     )
                 self._db.execute("DELETE FROM chats WHERE id = ?", (new_id,))
             header_raw = layout.header_raw
-            header_data = self._changed_json(chat.header, header_raw, layout)
+            header_data = changed_header_json(chat.header, header_raw, layout)
             self._db.execute(
                 """INSERT INTO chats (id, header_raw, header_data, layout, source, next_pos,
                                       created_at, updated_at, rev, header_rev, order_rev)
@@ -273,7 +272,7 @@ class SQLiteStore(ChatStore):
             if header or full:
                 if revs.header is not None and header_rev != revs.header:
                     raise stale(chat, "its header (the running recap)")
-                header_data = self._changed_json(
+                header_data = changed_header_json(
                     chat.header, header_raw, layout_from_json(layout_text)
                 )
                 self._db.execute(
@@ -493,11 +492,3 @@ class SQLiteStore(ChatStore):
 
     def _transaction(self) -> Transaction:
         return Transaction(self._db)
-
-    @staticmethod
-    def _changed_json(value: dict[str, Any], raw: bytes | None, layout: FileLayout) -> str | None:
-        if raw is not None and layout.header_valid and data_matches_raw(value, raw):
-            return None
-        if raw is not None and not layout.header_valid and not value:
-            return None
-        return storable(value)
