@@ -98,16 +98,7 @@ def merge_stored_data(live: Message, stored: Mapping[str, Any]) -> bool:
                 target.pop(key, None)
             else:
                 target[key] = _copy_json(value)
-    swipe_info = live.get("swipe_info")
-    swipe_id = live.get("swipe_id")
-    if isinstance(swipe_info, list) and _is_index(swipe_id) and swipe_id < len(swipe_info):
-        entry = swipe_info[swipe_id]
-        if isinstance(entry, dict):
-            extra = entry.get("extra")
-            if not isinstance(extra, dict):
-                extra = entry["extra"] = {}
-            extra.pop(LEGACY_NAMESPACE, None)
-            extra[NAMESPACE] = _copy_json(namespace)
+    _sync_swipe(live, namespace)
     return True
 
 
@@ -254,6 +245,13 @@ def _writable_namespace(message: dict[str, Any] | None, caller: str) -> dict[str
 
 
 def _after_write(message: dict[str, Any], namespace: dict[str, Any]) -> None:
+    _sync_swipe(message, namespace)
+    if isinstance(message, Message) and message._chat is not None:
+        message._chat.notify_change(message)
+
+
+def _sync_swipe(message: dict[str, Any], namespace: dict[str, Any]) -> None:
+    """Copy the namespace into the active swipe's `swipe_info` entry."""
     swipe_info = message.get("swipe_info")
     if isinstance(swipe_info, list):
         swipe_id = message.get("swipe_id")
@@ -265,8 +263,6 @@ def _after_write(message: dict[str, Any], namespace: dict[str, Any]) -> None:
                     swipe_extra = entry["extra"] = {}
                 swipe_extra.pop(LEGACY_NAMESPACE, None)
                 swipe_extra[NAMESPACE] = _copy_json(namespace)
-    if isinstance(message, Message) and message._chat is not None:
-        message._chat.notify_change(message)
 
 
 def _is_index(value: Any) -> TypeGuard[int]:

@@ -292,7 +292,7 @@ class Worker:
         with self._lock:
             version = (self.store.data_version(), self.store.structure_version)
             if version != self._data_version:
-                if version[1] != (self._data_version or (0, -1))[1]:
+                if self._data_version is None or version[1] != self._data_version[1]:
                     self._chats.clear()  # this connection reshaped a chat: read them again
                 for known, copy in list(self._chats.items()):
                     pulled = self.store.pull(copy)

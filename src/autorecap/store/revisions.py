@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autorecap.core.data import merge_stored_data
-from autorecap.core.jsjson import dumps_canonical, loads_strict
+from autorecap.core.jsjson import loads_strict
 from autorecap.core.model import Chat, FileLayout, Message
 from autorecap.store.migrations import StaleChatError
 from autorecap.store.rows import changed_message_json
@@ -37,6 +37,17 @@ class Pulled:
 
     def __bool__(self) -> bool:
         return bool(self.messages) or self.header or self.reshaped or self.gone
+
+
+def stored_header_text(
+    header_raw: bytes | None, header_data: str | None, layout: FileLayout
+) -> str | None:
+    """The stored header's JSON: its data, else the line as read (None: no valid header)."""
+    if header_data is not None:
+        return header_data
+    if header_raw is not None and layout.header_valid:
+        return header_raw.decode("utf-8")
+    return None
 
 
 def stored_header(header_raw: bytes | None, header_data: str | None, layout: FileLayout) -> Any:
@@ -115,9 +126,12 @@ def apply_rows(
             pulled.messages.append(live)
 
 
-def apply_header(chat: Chat, stored: dict[str, Any], rev: int, pending: bool) -> None:
-    """Put the stored header into the chat: as it is, or (`pending`: the header changed here
-    too) merged with what changed here since the last read."""
+def apply_header(
+    chat: Chat, stored: dict[str, Any], text: str | None, rev: int, pending: bool
+) -> None:
+    """Put the stored header (`text`: its stored JSON) into the chat: as it is, or
+    (`pending`: the header changed here too) merged with what changed here since the last
+    read."""
     revs = chat.revs
     if pending:
         base = json.loads(revs.header_base) if revs.header_base else {}
@@ -126,7 +140,7 @@ def apply_header(chat: Chat, stored: dict[str, Any], rev: int, pending: bool) ->
         merged = stored
     chat.header.clear()
     chat.header.update(merged)
-    revs.header, revs.header_base = rev, dumps_canonical(stored)
+    revs.header, revs.header_base = rev, text
 
 
 def write_message(db: sqlite3.Connection, chat: Chat, message: Message, rev: int) -> None:

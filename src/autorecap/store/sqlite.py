@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autorecap.core.jsjson import dumps_canonical, loads_strict
+from autorecap.core.jsjson import loads_strict
 from autorecap.core.model import Chat, ChatRevs, KeptLine, Message
 from autorecap.paths import autorecap_home
 from autorecap.stfiles.jsonl import (
@@ -37,6 +37,7 @@ from autorecap.store.revisions import (
     next_rev,
     stale,
     stored_header,
+    stored_header_text,
     write_message,
 )
 from autorecap.store.rows import (
@@ -201,7 +202,9 @@ class SQLiteStore(ChatStore):
         chat = Chat(chat_id=chat_id, header={})
         chat.layout = layout
         chat.header = stored_header(header_raw, header_data, layout)
-        chat.revs = ChatRevs(rev, header_rev, order_rev, dumps_canonical(chat.header))
+        chat.revs = ChatRevs(
+            rev, header_rev, order_rev, stored_header_text(header_raw, header_data, layout)
+        )
         positions: list[int] = []
         for row_id, pos, raw, eol, data, line, row_rev in rows:
             values = json.loads(data) if data is not None else loads_strict(raw.decode("utf-8"))
@@ -257,6 +260,7 @@ class SQLiteStore(ChatStore):
         revs = chat.revs
         new_ids: list[tuple[Message, int]] = []  # this save's own: saves of other chats run too
         rows: list[Message] = []
+        header_written = False
         header_text: str | None = None
         reshaped = 0
         with self._lock, self._transaction():
@@ -272,16 +276,14 @@ class SQLiteStore(ChatStore):
             if header or full:
                 if revs.header is not None and header_rev != revs.header:
                     raise stale(chat, "its header (the running recap)")
-                header_data = changed_header_json(
-                    chat.header, header_raw, layout_from_json(layout_text)
-                )
+                layout = layout_from_json(layout_text)
+                header_data = changed_header_json(chat.header, header_raw, layout)
                 self._db.execute(
                     "UPDATE chats SET header_data = ?, header_rev = ?, updated_at = ? WHERE id = ?",
                     (header_data, rev, time.time(), chat.id),
                 )
-                header_text = (
-                    header_data if header_data is not None else dumps_canonical(chat.header)
-                )
+                header_text = stored_header_text(header_raw, header_data, layout)
+                header_written = True
                 written += 1
             if structure or full:
                 if revs.order is not None and order_rev != revs.order:
@@ -312,7 +314,7 @@ class SQLiteStore(ChatStore):
             message._rev = rev
             message._base = None
         if written:
-            if header_text is not None:
+            if header_written:
                 revs.header, revs.header_base = rev, header_text
             if reshaped:
                 revs.order = rev
@@ -361,8 +363,10 @@ class SQLiteStore(ChatStore):
         pulled = Pulled()
         apply_rows(chat, rows, pending, pulled)
         if header_rev != revs.header:
-            stored = stored_header(header_raw, header_data, layout_from_json(layout_text))
-            apply_header(chat, stored, header_rev, header_pending)
+            layout = layout_from_json(layout_text)
+            stored = stored_header(header_raw, header_data, layout)
+            text = stored_header_text(header_raw, header_data, layout)
+            apply_header(chat, stored, text, header_rev, header_pending)
             pulled.header = True
         revs.synced = rev
         return pulled
