@@ -35,12 +35,17 @@ def clock() -> Clock:
 
 @pytest.fixture
 def state() -> dict[str, float | bool]:
-    return {"busy": False, "quiet": 0.0}
+    return {"busy": False, "quiet": 0.0, "streaming": False}
 
 
 @pytest.fixture
 def keeper(clock: Clock, state: dict[str, float | bool]) -> Iterator[HeapKeeper]:
-    keeper = HeapKeeper(lambda: bool(state["busy"]), lambda: float(state["quiet"]), clock=clock)
+    keeper = HeapKeeper(
+        lambda: bool(state["busy"]),
+        lambda: float(state["quiet"]),
+        lambda: not state["streaming"],
+        clock=clock,
+    )
     keeper.start()
     try:
         yield keeper
@@ -111,12 +116,12 @@ def test_a_dropped_chat_is_reclaimed_by_the_deep_sweep_after_a_quiet_spell(
 ) -> None:
     chat = Node()
     dead = weakref.ref(chat)
-    keeper.loaded()  # frozen: an ordinary sweep does not see it
+    keeper.loaded("chat")  # frozen: an ordinary sweep does not see it
     del chat
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() == "sweep"
     assert dead() is not None
-    keeper.dropped()
+    keeper.dropped("chat")
     state["quiet"] = heap_module.DEEP_QUIET_S / 2
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() == "sweep"  # not quiet long enough for the long walk
@@ -132,7 +137,7 @@ def test_a_stopped_keeper_does_nothing(clock: Clock) -> None:
     keeper = HeapKeeper(clock=clock)
     clock.now += 1000
     assert keeper.tick() is None
-    keeper.loaded()
+    keeper.loaded("chat")
     assert gc.get_freeze_count() == 0
 
 
@@ -143,24 +148,50 @@ def test_frozen_cycles_of_a_busy_server_are_reclaimed_once_the_frozen_heap_has_g
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A server that is never quiet for long (`quiet_for` stays short) still reclaims cycles
-    that died frozen, at a moment no request is being computed, once they pile up (here by
-    1% of what was frozen, not half: the test process may hold millions of objects)."""
+    that died frozen, at a moment no request is open, once they pile up (here by 1% of what
+    was frozen, not half: the test process may hold millions of objects)."""
     monkeypatch.setattr(heap_module, "DEEP_GROWTH", 1.01)
     state["quiet"] = 1.0
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() == "sweep"  # nothing has grown yet
     enough = int(0.01 * max(gc.get_freeze_count(), 10_000)) + 1
-    dead = []
-    nodes = [Node() for _ in range(enough)]  # frozen as loads and sweeps freeze
-    dead.append(weakref.ref(nodes[0]))
-    keeper.loaded()
+    nodes = [Node() for _ in range(enough)]
+    dead = weakref.ref(nodes[0])
+    keeper.loaded("chat")
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"  # a chat loaded is alive: no reason for the long walk
     del nodes
+    keeper.dropped("chat")
     state["busy"] = True
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() is None  # not while a request is being computed
     state["busy"] = False
+    state["streaming"] = True
+    assert keeper.tick() == "sweep"  # nor while an answer streams: the walk would stall it
+    assert dead() is not None
+    state["streaming"] = False
     assert keeper.tick() == "deep"
-    assert all(ref() is None for ref in dead)
+    assert dead() is None
+
+
+def test_what_sweeps_froze_counts_toward_a_deep_sweep(
+    keeper: HeapKeeper,
+    clock: Clock,
+    state: dict[str, float | bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Objects a sweep froze may die in cycles later: they count toward the growth."""
+    monkeypatch.setattr(heap_module, "DEEP_GROWTH", 1.01)
+    state["quiet"] = 1.0
+    enough = int(0.01 * max(gc.get_freeze_count(), 10_000)) + 1
+    nodes = [Node() for _ in range(enough)]
+    dead = weakref.ref(nodes[0])
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"  # the nodes survive it, frozen
+    del nodes
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "deep"
+    assert dead() is None
 
 
 def test_a_deep_sweep_at_least_once_an_hour_even_in_traffic(

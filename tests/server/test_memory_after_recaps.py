@@ -32,6 +32,14 @@ LINES = [
 ]
 
 
+def conversation() -> list[dict[str, str]]:
+    """The chat of LINES as a client sends it: a system message, then turns in turn."""
+    messages = [{"role": "system", "content": "You are Mira."}]
+    for number, line in enumerate(LINES):
+        messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+    return messages
+
+
 def body(messages: list[dict[str, str]]) -> bytes:
     return orjson.dumps({"model": "m", "messages": messages})
 
@@ -40,9 +48,7 @@ def test_the_worker_leaves_the_memory_refreshed_after_its_jobs(tmp_path: Path) -
     sqlite = SQLiteStore(tmp_path / "chats.db")
     registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
     try:
-        messages = [{"role": "system", "content": "You are Mira."}]
-        for number, line in enumerate(LINES):
-            messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+        messages = conversation()
         turn = registry.begin(CHAT, body(messages))
         registry.settle(turn)  # saves the chat and queues its recap jobs
         session = registry.session(CHAT)
@@ -71,9 +77,7 @@ def recap_everything(tmp_path: Path) -> tuple[int, int, ChatRegistry, SQLiteStor
     """(refreshes the worker made, message recaps it made) for a fresh chat of LINES."""
     sqlite = SQLiteStore(tmp_path / "chats.db")
     registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
-    messages = [{"role": "system", "content": "You are Mira."}]
-    for number, line in enumerate(LINES):
-        messages.append({"role": "user" if number % 2 == 0 else "assistant", "content": line})
+    messages = conversation()
     registry.settle(registry.begin(CHAT, body(messages)))
     session = registry.session(CHAT)
     before = session.refreshes
@@ -155,3 +159,38 @@ def test_the_worker_calls_after_job_once_per_job(registry: ChatRegistry) -> None
     stats = worker.run(until_empty=True)
     assert stats.done >= 3
     assert len(calls) == stats.done + stats.failed + stats.retried
+
+
+def test_what_the_worker_saved_is_not_saved_again_by_the_next_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's jobs save their recaps (and the running recap) themselves: the next turn's
+    save writes the turn's own messages, not every message the worker recapped since."""
+    sqlite = SQLiteStore(tmp_path / "chats.db")
+    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    try:
+        messages = conversation()
+        registry.settle(registry.begin(CHAT, body(messages)))
+        worker = registry.worker(
+            lambda settings: make_backend(settings, backend="offline"), idle_sleep=0.01
+        )
+        assert worker.run(until_empty=True).failed == 0
+        chat = registry.chat(CHAT)
+        assert sum(1 for m in chat.messages if get_memory(m)) >= 4  # the worker wrote these
+
+        saves: list[tuple[list[str], bool]] = []
+        save = sqlite.save
+
+        def recorded(chat_: object, **options: object) -> int:
+            changed = list(options.pop("changed", ()))  # type: ignore[call-overload]
+            saves.append(([m.text for m in changed], bool(options.get("header"))))
+            return save(chat_, changed=changed, **options)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sqlite, "save", recorded)
+        messages.append({"role": "user", "content": "We drink to the pardon."})
+        turn = registry.begin(CHAT, body(messages))
+        registry.finish(turn, "Mira raises her cup.")
+        assert saves == [(["We drink to the pardon.", "Mira raises her cup."], False)]
+    finally:
+        registry.close()
+        sqlite.close()

@@ -18,6 +18,7 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
 from autorecap.llm.base import RecapBackend
+from autorecap.pacing import pause
 from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
 from autorecap.recaps import build_request, needs_recap, store_result
 from autorecap.settings import Settings
@@ -29,6 +30,8 @@ MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
 SCENE_PRIORITY = 10
 RUNNING_PRIORITY = 0
+SAVE_PART = 100
+"""How many changed messages a job saves in one transaction."""
 
 
 def enqueue_pipeline(
@@ -108,7 +111,7 @@ def _message_recap(worker: Worker, job: Job) -> None:
     except AutorecapError as error:
         with worker.chat_lock(job.chat_id):
             store_result(message, error)
-            worker.store.save(chat, changed=[message])
+            worker.save(chat, changed=[message])
         raise
     worker.check_cancel(job)
     with worker.chat_lock(job.chat_id):
@@ -124,7 +127,7 @@ def _message_recap(worker: Worker, job: Job) -> None:
         if _input_hash(message, backend.name, settings) != input_hash:
             raise AutorecapError("the message changed during its recap; it is recapped again")
         store_result(message, result)
-        worker.store.save(
+        worker.save(
             chat,
             changed=[message],
             also=lambda db: worker.queue.finish(db, job, input_hash=input_hash),
@@ -196,8 +199,12 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
     with worker.chat_lock(job.chat_id):
         # The breaks are saved first (the scene jobs name their messages by store id), and
         # this job is done only after the jobs it leads to are queued: the queue never looks
-        # empty in between.
-        worker.store.save(chat, changed=changed)
+        # empty in between. A first detection marks every message: saved a part at a time,
+        # requests for the chat going first in between.
+        for start in range(0, len(changed), SAVE_PART):
+            if start:
+                pause()
+            worker.save(chat, changed=changed[start : start + SAVE_PART])
         scene_jobs = [
             worker.queue.enqueue(
                 "scene_recap",
@@ -241,7 +248,7 @@ def _scene_recap(worker: Worker, job: Job) -> None:
     with worker.chat_lock(job.chat_id):
         if failures:
             raise AutorecapError(failures[0])
-        worker.store.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
+        worker.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
 
 
 def _running_recap(worker: Worker, job: Job) -> None:
@@ -259,9 +266,9 @@ def _running_recap(worker: Worker, job: Job) -> None:
     chat, _, _, failures = _on_chat(worker, job, backend, work, among=lambda live: [])
     with worker.chat_lock(job.chat_id):
         if failures:  # keep the versions made so far; the job is retried for the rest
-            worker.store.save(chat, header=True)
+            worker.save(chat, header=True)
             raise AutorecapError(failures[0])
-        worker.store.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
+        worker.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
 
 
 HANDLERS: dict[str, Callable[[Worker, Job], None]] = {

@@ -16,15 +16,16 @@ the chat's data and the store are written by one thread at a time.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from autorecap.core.model import Chat
+from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of
 from autorecap.errors import AutorecapError
 from autorecap.jobs.handlers import HANDLERS
@@ -44,6 +45,11 @@ STALE_TRIES = 4
 
 class JobCancelledError(AutorecapError):
     """A job cancelled while it ran: it stops before changing anything."""
+
+
+class ChatMovedError(AutorecapError):
+    """While a job had let go of its chat (`Worker._pause`), messages were removed or moved, or
+    the chat was replaced: the positions it worked with are wrong now. It runs again at once."""
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Worker:
         on_idle: Callable[[], None] | None = None,
         after_job: Callable[[], None] | None = None,
         on_stale: Callable[[str], object] | None = None,
+        on_saved: Callable[[Chat, list[Message], bool], None] | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue.store
@@ -112,6 +119,9 @@ class Worker:
         self.on_stale = on_stale
         """Called with a chat's id when a job's save was refused because another process
         saved the chat first (a server reads what changed into its copy there)."""
+        self.on_saved = on_saved
+        """Called after a job saved a chat (`save`), its lock still held, with the messages
+        saved and whether the header was: a server need not save them again."""
         self._local = threading.local()  # per worker thread: the chats it holds, its slice
         self._lock = threading.RLock()
         self.stop_event = threading.Event()
@@ -215,6 +225,9 @@ class Worker:
                         if attempt == STALE_TRIES - 1:
                             raise
                         self.forget(job.chat_id)
+                    except ChatMovedError:
+                        if attempt == STALE_TRIES - 1:
+                            raise
         except UnknownChatError:
             log.info("job %s (%s): its chat was deleted; nothing to do", job.id, job.label)
             self.queue.complete(job)
@@ -252,36 +265,98 @@ class Worker:
         with lock:
             held = self._held()
             held.append(chat_id)
+            locks: list[Any] = self._local.locks
+            locks.append(lock)
             try:
                 yield
                 if self.on_chat_released is not None:
                     self.on_chat_released(chat_id)
             finally:
-                held.remove(chat_id)
+                held.pop()
+                locks.pop()
 
     def _held(self) -> list[str]:
-        """The chats whose lock this thread holds."""
+        """The chats whose lock this thread holds, in the order it took them."""
         held: list[str] | None = getattr(self._local, "held", None)
         if held is None:
             held = self._local.held = []
+            self._local.locks = []
         return held
 
-    def _pause(self) -> None:
-        """A job's pause point (`autorecap.pacing`): wait while requests are being answered,
-        unless one of them waits for a chat this job holds (it had better finish), for up to
-        `patience_s`; after waiting that long, run on for `SLICE_S` before pausing again, so
-        that recaps progress under constant traffic."""
-        if self.yield_to is None or time.monotonic() < getattr(self._local, "run_until", 0.0):
+    def save(
+        self,
+        chat: Chat,
+        *,
+        changed: Sequence[Message] = (),
+        header: bool = False,
+        also: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        """A job's save of its chat (its lock held), told to `on_saved`."""
+        self.store.save(chat, changed=changed, header=header, also=also)
+        if self.on_saved is not None:
+            self.on_saved(chat, list(changed), header)
+
+    def _pause(self, step_aside: bool = True) -> None:
+        """A job's pause point (`autorecap.pacing`). While requests are being answered, wait,
+        for up to `patience_s`, then run on for `SLICE_S` before pausing again, so that recaps
+        progress under constant traffic. A job that holds a chat lets go of it while it waits,
+        and at once when a request waits for it (`_step_aside`): no request waits for a job."""
+        if self.yield_to is None:
             return
         held = self._held()
+        if held and step_aside and self._wanted(held):
+            self._step_aside(held)
+            return
+        if time.monotonic() < getattr(self._local, "run_until", 0.0) or not self.yield_to():
+            return
+        if held and step_aside:
+            self._step_aside(held)
+            return
         waited_until = time.monotonic() + self.patience_s
         while self.yield_to() and not self.stop_event.is_set():
-            if held and self.wanted is not None and any(self.wanted(c) for c in held):
-                return
+            if held and self._wanted(held):
+                return  # a copy being made: finish it rather than make the request wait
             if time.monotonic() >= waited_until:
                 self._local.run_until = time.monotonic() + SLICE_S
                 return
             time.sleep(0.002)
+
+    def _wanted(self, chat_ids: list[str]) -> bool:
+        return self.wanted is not None and any(self.wanted(c) for c in chat_ids)
+
+    def _step_aside(self, held: list[str]) -> None:
+        """Let go of the chats this thread holds while requests are answered or want them (up
+        to `patience_s`), then take them back. Appended and edited messages are fine (a job's
+        results stand as if they had come a moment later); removed or moved ones, or a chat
+        replaced, are a `ChatMovedError`."""
+        shapes = [self._shape(chat_id) for chat_id in held]
+        locks: list[Any] = list(self._local.locks)
+        for lock in reversed(locks):
+            lock.release()
+        try:
+            waited_until = time.monotonic() + self.patience_s
+            while not self.stop_event.is_set() and (self._wanted(held) or self._busy()):
+                if time.monotonic() >= waited_until:
+                    self._local.run_until = time.monotonic() + SLICE_S
+                    break
+                time.sleep(0.002)
+        finally:
+            for lock in locks:
+                lock.acquire()
+        for chat_id, (chat, messages, reshaped) in zip(held, shapes, strict=True):
+            now, now_messages, now_reshaped = self._shape(chat_id)
+            if now is not chat or now_messages is not messages or now_reshaped != reshaped:
+                raise ChatMovedError(
+                    f"chat {chat_id!r}: messages were removed or moved during a recap job; "
+                    "it runs again"
+                )
+
+    def _busy(self) -> bool:
+        return self.yield_to is not None and self.yield_to()
+
+    def _shape(self, chat_id: str) -> tuple[Chat, list[Message], int]:
+        chat = self.chat(chat_id)
+        return chat, chat.messages, chat.messages.reshaped
 
     def chat(self, chat_id: str) -> Chat:
         """The chat, loaded once; what another process saved since is read in (`pull`) when

@@ -35,7 +35,7 @@ class Snapshot:
         self._live = list(chat.messages)
         for number, message in enumerate(self._live):
             if number % 100 == 0:
-                pause()
+                pause(step_aside=False)  # the copy is of one moment
             copied = self.copy.append(copy.deepcopy(dict(message)))
             copied._id = message._id
             copied._rev = message._rev

@@ -105,7 +105,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         # would wait up to 5 ms (Python's default switch interval) to get it back, per call.
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        heap = HeapKeeper(registry.busy, registry.quiet_for)
+        heap = HeapKeeper(registry.busy, registry.quiet_for, registry.idle)
         heap.start()
         registry.heap = heap
         sweeper = asyncio.create_task(_keep(heap))

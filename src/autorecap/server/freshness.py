@@ -8,15 +8,22 @@ last one:
 - between two jobs (`catch_up`), for a chat whose refresh the interval put off, once it is over:
   a worker with a backlog may not come back to that chat for a long time;
 - when the worker runs out of jobs (`refresh_stale`), for every chat changed since its refresh.
+
+What a refresh changes (which messages the memory includes) is saved there too, on the worker's
+time, rather than by the next turn's save on the reply path's.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from autorecap.errors import AutorecapError
 from autorecap.session import Session
+
+log = logging.getLogger("autorecap.server")
 
 REFRESH_EVERY_S = 0.1
 """How often, at most, the recap worker refreshes the memory of the chat it works on."""
@@ -30,10 +37,13 @@ class Freshness:
         sessions: dict[str, Session],
         guard: threading.Lock,
         hold: Callable[[str], AbstractContextManager[None]],
+        save: Callable[[str], None] = lambda chat_id: None,
     ) -> None:
         self._sessions = sessions
         self._guard = guard  # guards `sessions` and `_behind`
         self._hold = hold
+        self._save = save
+        """Saves what of a chat is not saved yet (its lock held)."""
         self._behind: dict[str, None] = {}
         """Chats left stale by a job, their refresh put off by the interval."""
 
@@ -46,6 +56,7 @@ class Freshness:
         due = session.clock.now() - session.refreshed_at >= REFRESH_EVERY_S
         if due:
             session.refresh()
+            self._save_now(chat_id)
         with self._guard:
             if due:
                 self._behind.pop(chat_id, None)
@@ -76,5 +87,12 @@ class Freshness:
             with self._guard:
                 self._behind.pop(chat_id, None)
             session = self._sessions.get(chat_id)
-            if session is not None:
-                session.refresh_if_stale()
+            if session is not None and session.stale:
+                session.refresh()
+                self._save_now(chat_id)
+
+    def _save_now(self, chat_id: str) -> None:
+        try:
+            self._save(chat_id)
+        except AutorecapError as error:  # the next turn's save tries again
+            log.warning("chat %r: saving after a memory refresh failed: %s", chat_id, error)

@@ -40,6 +40,7 @@ from autorecap.server.freshness import Freshness
 from autorecap.server.heap import HeapKeeper
 from autorecap.server.outside import Outside
 from autorecap.server.traffic import Traffic
+from autorecap.server.unsaved import Unsaved
 from autorecap.server.wire import dumps, loads, parse_body
 from autorecap.session import Session
 from autorecap.settings import Settings
@@ -115,9 +116,9 @@ class ChatRegistry:
         self._guard = threading.Lock()  # the dictionaries below, never held for long
         self._locks: dict[str, threading.RLock] = {}
         self._sessions: dict[str, Session] = {}
-        self._unsaved: dict[str, _Unsaved] = {}
+        self._unsaved: dict[str, Unsaved] = {}
         self._echoes: dict[str, Echo] = {}
-        self.freshness = Freshness(self._sessions, self._guard, self.hold)
+        self.freshness = Freshness(self._sessions, self._guard, self.hold, self._save)
         """The worker's memory refreshes (`server.freshness`)."""
         self.outside = Outside(self)
         """What other processes save to the store, read into these chats (`server.outside`)."""
@@ -163,7 +164,7 @@ class ChatRegistry:
     @contextlib.contextmanager
     def hold(self, chat_id: str) -> Iterator[None]:
         """The chat's lock, for the proxy's own work (requests, the API, saves): counted as
-        wanted meanwhile, so that a recap job holding it does not pause (`Worker._pause`).
+        wanted meanwhile, so that a recap job holding it lets go of it (`Worker._pause`).
         The worker takes `chat_lock` itself."""
         with self.wanting(chat_id), self.chat_lock(chat_id):
             yield
@@ -192,7 +193,7 @@ class ChatRegistry:
                     raise self.store._unknown(chat_id)
                 self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
             chat = self.store.load_chat(chat_id)
-            unsaved = _Unsaved()
+            unsaved = Unsaved()
             chat.listeners.append(unsaved.remember)
             owner = owner_of(chat_id, self.keys_on)
             session = Session(chat, profiles=self.profiles_for(owner))
@@ -201,7 +202,7 @@ class ChatRegistry:
                 self._sessions[chat_id] = session
             self._save(chat_id)
             if self.heap is not None:
-                self.heap.loaded()
+                self.heap.loaded(chat_id)
             return session
 
     def _save(self, chat_id: str) -> None:
@@ -400,8 +401,21 @@ class ChatRegistry:
             after_job=self.freshness.catch_up,
             on_idle=self.freshness.refresh_stale,
             on_stale=self._read_in_and_save,
+            on_saved=self._saved_by_job,
             **options,
         )
+
+    def _saved_by_job(self, chat: Chat, messages: list[Message], header: bool) -> None:
+        """A recap job saved these (the chat's lock held, so they are saved as they are now):
+        the next turn's save leaves them out."""
+        unsaved = self._unsaved.get(chat.id)
+        session = self._sessions.get(chat.id)
+        if unsaved is not None and session is not None and session.chat is chat:
+            unsaved.saved(messages, header)
+
+    def idle(self) -> bool:
+        """True when no request is open: none being answered, none waiting for its upstream."""
+        return self._open_turns <= 0 and not self.busy()
 
     def known(self, chat_id: str) -> bool:
         """True for a chat in memory or in the store."""
@@ -443,7 +457,7 @@ class ChatRegistry:
         if session is not None:
             session.chat.listeners.clear()
             if self.heap is not None:
-                self.heap.dropped()
+                self.heap.dropped(chat_id)
 
 
 def _position(messages: list[Message], wanted: Message | None) -> int | None:
@@ -453,40 +467,6 @@ def _position(messages: list[Message], wanted: Message | None) -> int | None:
         if messages[index] is wanted:
             return index
     return None
-
-
-@dataclass
-class _Unsaved:
-    """What of one open chat is not saved yet (fed by the chat's change listener)."""
-
-    messages: dict[int, Message] = field(default_factory=dict)
-    """Changed messages, by `id()`."""
-    header: bool = True
-    list_version: int = -1
-    """`chat.messages.version` at the last save (-1: the list was never saved from here)."""
-
-    touched: dict[int, Message] = field(default_factory=dict)
-    """Messages changed since the chat's echo was made (`server.echo`), by `id()`."""
-    watching: bool = False
-    """The chat has an echo: `touched` is kept."""
-
-    def remember(self, message: Message | None) -> None:
-        if message is not None:
-            self.messages[id(message)] = message
-            if self.watching:
-                self.touched[id(message)] = message
-        else:
-            self.header = True
-
-    def watch(self, on: bool) -> None:
-        self.watching = on
-        self.touched = {}
-
-    def take_touched(self) -> dict[int, Message]:
-        """The messages changed since the last call."""
-        touched = self.touched
-        self.touched = {}
-        return touched
 
 
 def _log_failure(future: Future[None]) -> None:

@@ -1,7 +1,7 @@
 """The proxy's traffic, as the recap worker and the garbage collector's schedule see it: how many
 requests are being answered now, since when none has been, and which chats' locks requests wait
 for. Recap work holds back while requests are answered (`busy`); a job that holds a chat a request
-waits for finishes without pausing (`wanted`)."""
+waits for lets go of it at its next pause point (`wanted`, `Worker._pause`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Traffic:
     @contextlib.contextmanager
     def wanting(self, chat_id: str) -> Iterator[None]:
         """Count a request as waiting for (or holding) a chat's lock: a recap job that holds
-        it finishes without pausing."""
+        it lets go of it at its next pause point, until the request is done with it."""
         with self._lock:
             self._wanting[chat_id] = self._wanting.get(chat_id, 0) + 1
         try:
