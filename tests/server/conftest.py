@@ -36,6 +36,18 @@ from autorecap.server.app import ServerConfig, create_app
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 
+VOYAGE = [
+    "Mira hides the stolen ledger under the captain's bunk.",
+    "Vos arrives at the docks demanding forty crowns.",
+    "We pay Vos twenty crowns and promise the rest by spring.",
+    "The Heron slips out of the harbour at dusk.",
+    "A storm catches us two days east of Corsa.",
+    "The mast cracks and Tamsin lashes it with spare rope.",
+    "At dawn the coast of Ilmar shows through the rain.",
+    "Mira sells the ledger to the harbour master for a pardon.",
+]
+"""A short story, one line per message, for tests that want recaps with something to say."""
+
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 
 MODELS_BODY = (

@@ -19,17 +19,10 @@ from autorecap.server import freshness
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 
+from .conftest import VOYAGE
+
 CHAT = "after-recaps"
-LINES = [
-    "Mira hides the stolen ledger under the captain's bunk.",
-    "Vos arrives at the docks demanding forty crowns.",
-    "We pay Vos twenty crowns and promise the rest by spring.",
-    "The Heron slips out of the harbour at dusk.",
-    "A storm catches us two days east of Corsa.",
-    "The mast cracks and Tamsin lashes it with spare rope.",
-    "At dawn the coast of Ilmar shows through the rain.",
-    "Mira sells the ledger to the harbour master for a pardon.",
-]
+LINES = VOYAGE
 
 
 def conversation() -> list[dict[str, str]]:

@@ -26,15 +26,10 @@ from autorecap.server.proxy import ChatRegistry
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
+from .conftest import VOYAGE
+
 CHAT = "elsewhere"
-LINES = [
-    "Mira hides the stolen ledger under the captain's bunk.",
-    "Vos arrives at the docks demanding forty crowns.",
-    "We pay Vos twenty crowns and promise the rest by spring.",
-    "The Heron slips out of the harbour at dusk.",
-    "A storm catches us two days east of Corsa.",
-    "The mast cracks and Tamsin lashes it with spare rope.",
-]
+LINES = VOYAGE[:6]
 
 
 def body(lines: list[str]) -> bytes:

@@ -263,25 +263,26 @@ class Worker:
         chats; else the worker's own)."""
         lock = self._chat_lock(chat_id) if self._chat_lock is not None else self._lock
         with lock:
-            held = self._held()
-            held.append(chat_id)
-            locks: list[Any] = self._local.locks
-            locks.append(lock)
+            holding = self._holding()
+            holding.append((chat_id, lock))
             try:
                 yield
                 if self.on_chat_released is not None:
                     self.on_chat_released(chat_id)
             finally:
-                held.pop()
-                locks.pop()
+                holding.pop()
+
+    def _holding(self) -> list[tuple[str, Any]]:
+        """The chats whose lock this thread holds, with their locks, in the order it took
+        them."""
+        holding: list[tuple[str, Any]] | None = getattr(self._local, "holding", None)
+        if holding is None:
+            holding = self._local.holding = []
+        return holding
 
     def _held(self) -> list[str]:
-        """The chats whose lock this thread holds, in the order it took them."""
-        held: list[str] | None = getattr(self._local, "held", None)
-        if held is None:
-            held = self._local.held = []
-            self._local.locks = []
-        return held
+        """The chats whose lock this thread holds."""
+        return [chat_id for chat_id, _ in self._holding()]
 
     def save(
         self,
@@ -301,19 +302,20 @@ class Worker:
         for up to `patience_s`, then run on for `SLICE_S` before pausing again, so that recaps
         progress under constant traffic. A job that holds a chat lets go of it while it waits,
         and at once when a request waits for it (`_step_aside`): no request waits for a job."""
-        if self.yield_to is None:
+        busy = self.yield_to
+        if busy is None:
             return
         held = self._held()
         if held and step_aside and self._wanted(held):
-            self._step_aside(held)
+            self._step_aside(busy)
             return
-        if time.monotonic() < getattr(self._local, "run_until", 0.0) or not self.yield_to():
+        if time.monotonic() < getattr(self._local, "run_until", 0.0) or not busy():
             return
         if held and step_aside:
-            self._step_aside(held)
+            self._step_aside(busy)
             return
         waited_until = time.monotonic() + self.patience_s
-        while self.yield_to() and not self.stop_event.is_set():
+        while busy() and not self.stop_event.is_set():
             if held and self._wanted(held):
                 return  # a copy being made: finish it rather than make the request wait
             if time.monotonic() >= waited_until:
@@ -324,24 +326,25 @@ class Worker:
     def _wanted(self, chat_ids: list[str]) -> bool:
         return self.wanted is not None and any(self.wanted(c) for c in chat_ids)
 
-    def _step_aside(self, held: list[str]) -> None:
+    def _step_aside(self, busy: Callable[[], bool]) -> None:
         """Let go of the chats this thread holds while requests are answered or want them (up
         to `patience_s`), then take them back. Appended and edited messages are fine (a job's
         results stand as if they had come a moment later); removed or moved ones, or a chat
         replaced, are a `ChatMovedError`."""
+        holding = list(self._holding())
+        held = [chat_id for chat_id, _ in holding]
         shapes = [self._shape(chat_id) for chat_id in held]
-        locks: list[Any] = list(self._local.locks)
-        for lock in reversed(locks):
+        for _, lock in reversed(holding):
             lock.release()
         try:
             waited_until = time.monotonic() + self.patience_s
-            while not self.stop_event.is_set() and (self._wanted(held) or self._busy()):
+            while not self.stop_event.is_set() and (self._wanted(held) or busy()):
                 if time.monotonic() >= waited_until:
                     self._local.run_until = time.monotonic() + SLICE_S
                     break
                 time.sleep(0.002)
         finally:
-            for lock in locks:
+            for _, lock in holding:
                 lock.acquire()
         for chat_id, (chat, messages, reshaped) in zip(held, shapes, strict=True):
             now, now_messages, now_reshaped = self._shape(chat_id)
@@ -350,9 +353,6 @@ class Worker:
                     f"chat {chat_id!r}: messages were removed or moved during a recap job; "
                     "it runs again"
                 )
-
-    def _busy(self) -> bool:
-        return self.yield_to is not None and self.yield_to()
 
     def _shape(self, chat_id: str) -> tuple[Chat, list[Message], int]:
         chat = self.chat(chat_id)
