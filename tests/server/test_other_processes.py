@@ -195,3 +195,38 @@ def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
     stored = stored_chat.messages[index]
     assert get_data(stored, "noted_elsewhere") is True  # the other process's change
     assert get_memory(stored)  # and the recap
+
+
+def test_a_chat_left_stale_by_a_refused_save_is_refreshed_later(
+    setup: tuple[ChatRegistry, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh's save is refused: another process saved the same message meanwhile. Its
+    change is read in just after the refresh, too soon for another: `catch_up` makes it."""
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 3600.0)
+    registry, other = setup
+    session = registry.session(CHAT)
+    session.refreshed_at = session.clock.now() - 7200.0  # the first read-in is due a refresh
+    fresh = registry.freshness
+    save = fresh._save
+
+    def save_after_another_process(chat_id: str) -> None:
+        theirs = other.load_chat(CHAT)
+        if get_memory(theirs.messages[1]) != "recap 1 redone elsewhere":
+            set_data(theirs.messages[1], "memory", "recap 1 redone elsewhere")
+            other.save(theirs, changed=[theirs.messages[1]])  # between the refresh and its save
+        save(chat_id)
+
+    monkeypatch.setattr(fresh, "_save", save_after_another_process)
+    recap_elsewhere(other, 1)
+    assert registry.outside.pull_changed() == 1
+    chat = session.chat
+    assert get_memory(chat.messages[1]) == "recap 1 redone elsewhere"  # read in by the retry
+    assert session.stale
+    fresh.catch_up()  # the interval is not over
+    assert session.stale
+    monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 0.0)
+    fresh.catch_up()
+    assert not session.stale
+    stored = other.load_chat(CHAT).messages[1]
+    assert get_data(stored, "include")  # the refresh's change, saved
+    assert get_memory(stored) == "recap 1 redone elsewhere"

@@ -53,15 +53,16 @@ class Freshness:
         session = self._sessions.get(chat_id)
         if session is None or not session.stale:
             return
-        due = session.clock.now() - session.refreshed_at >= REFRESH_EVERY_S
-        if due:
-            session.refresh()
-            self._save_now(chat_id)
-        with self._guard:
-            if due:
-                self._behind.pop(chat_id, None)
-            else:
+        if session.clock.now() - session.refreshed_at < REFRESH_EVERY_S:
+            with self._guard:
                 self._behind[chat_id] = None
+            return
+        with self._guard:
+            self._behind.pop(chat_id, None)
+        session.refresh()
+        # A save refused by another process's reads its changes in, which may leave the chat
+        # stale again and put it behind: that is why it was taken off first.
+        self._save_now(chat_id)
 
     def catch_up(self) -> None:
         """Between two jobs (no chat's lock held): refresh the chats whose refresh was put off,
