@@ -284,11 +284,7 @@ def recap_scenes(
         message = chat.messages[scene.end]
         members = chat.messages[scene.start : scene.end + 1]
         scene_hash = content_hash(members)
-        metadata = get_data(message, "scene_recap_metadata")
-        user_wrote_it = isinstance(metadata, dict) and metadata.get("edited")
-        current = get_data(message, "scene_recap_memory")
-        stale = get_data(message, "scene_recap_hash") != scene_hash
-        if current and (user_wrote_it or not stale) and not force:
+        if not force and not _recap_due(message, scene_hash):
             continue
         request = SceneRecapRequest(
             messages=tuple(
@@ -317,6 +313,21 @@ def recap_scenes(
         if progress is not None:
             progress(done, len(closed))
     return made
+
+
+def scene_recap_due(chat: Chat, scene: Scene) -> bool:
+    """True when the closed `scene` has no recap, or one made before its texts changed that
+    the user did not write (what `recap_scenes` would make a recap for)."""
+    members = chat.messages[scene.start : scene.end + 1]
+    return _recap_due(chat.messages[scene.end], content_hash(members))
+
+
+def _recap_due(message: Message, scene_hash: str) -> bool:
+    if not get_data(message, "scene_recap_memory"):
+        return True
+    metadata = get_data(message, "scene_recap_metadata")
+    user_wrote_it = isinstance(metadata, dict) and metadata.get("edited")
+    return not user_wrote_it and get_data(message, "scene_recap_hash") != scene_hash
 
 
 def update_running_recap(

@@ -21,6 +21,7 @@ from autorecap import (
     select_swipe,
     set_data,
 )
+from autorecap.core.data import data_column
 from autorecap.stfiles.jsonl import parse_chat, serialize_chat
 
 
@@ -291,6 +292,35 @@ def test_legacy_namespace_reads_as_current() -> None:
     assert has_data(message, "memory")
     assert get_memory(message) == "old recap"
     assert "auto_recap_memory" not in message["extra"]  # reading never writes
+
+
+def test_a_data_column_reads_as_get_data_does_message_by_message() -> None:
+    messages = [
+        Message({"mes": "no extra"}),
+        Message({"mes": "extra not an object", "extra": "x"}),
+        Message({"mes": "no namespace", "extra": {"other": {"memory": "theirs"}}}),
+        Message({"mes": "current", "extra": {"auto_recap_memory": {"memory": "new"}}}),
+        Message({"mes": "legacy", "extra": {"auto_summarize_memory": {"memory": "old"}}}),
+        Message(
+            {
+                "mes": "both",
+                "extra": {
+                    "auto_recap_memory": {"memory": "new"},
+                    "auto_summarize_memory": {"memory": "old"},
+                },
+            }
+        ),
+        Message(
+            {
+                "mes": "bad current",
+                "extra": {"auto_recap_memory": 3, "auto_summarize_memory": {"memory": "old"}},
+            }
+        ),
+        Message({"mes": "null", "extra": {"auto_recap_memory": {"memory": None}}}),
+    ]
+    column = data_column(messages, "memory")
+    assert column == [get_data(m, "memory") for m in messages]
+    assert column == [None, None, None, "new", "old", "new", "old", None]
 
 
 def test_legacy_namespace_moves_on_the_first_write() -> None:

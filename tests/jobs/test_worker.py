@@ -21,7 +21,7 @@ import pytest
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
-from autorecap.core.scenes import break_indexes, scenes
+from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
 from autorecap.llm.base import LLMError, RecapRequest, RecapResult
 from autorecap.llm.offline import OfflineBackend
@@ -232,6 +232,49 @@ def test_rerunning_the_pipeline_after_an_edit_regenerates_only_that_recap(
     for index, (old, new) in enumerate(zip(before.messages, after.messages, strict=True)):
         if index != 5:
             assert get_memory(new) == get_memory(old)
+
+
+def test_each_run_queues_scene_work_only_for_the_scenes_that_need_it(store: SQLiteStore) -> None:
+    """A turn of the proxy queues the pipeline again: its detection must not queue a recap of
+    every scene recapped already, nor its running recap rewrite a header it did not change."""
+    generated = generate(60, seed=1, chat_id="story")
+    store.import_chat(generated.chat)
+    queue = JobQueue(store, backoff_s=0.01)
+    enqueue_pipeline(queue, store.load_chat("story"), Settings())
+    run_worker(queue, CountingBackend())
+    first = {job.id for job in queue.list()}
+    recapped = store.load_chat("story")
+    header_rev = recapped.revs.header
+
+    def kinds_since(seen: set[int]) -> Counter[str]:
+        return Counter(job.kind for job in queue.list() if job.id not in seen)
+
+    enqueue_pipeline(queue, recapped, Settings())  # nothing changed
+    run_worker(queue, CountingBackend())
+    assert_all_done(queue)
+    assert kinds_since(first) == {"detect_scenes": 1, "running_recap": 1}
+    assert store.load_chat("story").revs.header == header_rev  # the header was not written
+
+    # An edit inside the first scene: that scene alone is recapped again.
+    seen = {job.id for job in queue.list()}
+    end = generated.scene_ends[0]
+    edited = edit_text(store, end - 1, NEW_TEXT)
+    enqueue_pipeline(queue, edited, Settings())
+    run_worker(queue, CountingBackend())
+    assert_all_done(queue)
+    assert kinds_since(seen) == {
+        "message_recap": 1,
+        "detect_scenes": 1,
+        "scene_recap": 1,
+        "running_recap": 1,
+    }
+    scene_job = next(j for j in queue.list() if j.id not in seen and j.kind == "scene_recap")
+    after = store.load_chat("story")
+    assert scene_job.target == after.messages[end].id
+    assert len(recap_versions(after.messages[end])) == 2
+    assert "Vault 77" in str(get_data(after.messages[end], "scene_recap_memory"))
+    second = generated.scene_ends[1]
+    assert recap_versions(after.messages[second]) == recap_versions(recapped.messages[second])
 
 
 # --- failures --------------------------------------------------------------------------------

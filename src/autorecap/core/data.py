@@ -12,7 +12,7 @@ open chat schedules its debounced save; a message with no chat is written to and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
 from autorecap.core.model import Message
@@ -34,6 +34,26 @@ def get_data(message: Mapping[str, Any] | None, key: str) -> Any:
     missing, and also when the stored value is null (`has_data` tells those apart)."""
     namespace = _read_namespace(message)
     return None if namespace is None else namespace.get(key)
+
+
+def data_column(messages: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
+    """`get_data(message, key)` of every message, in one pass (a whole chat's worth, as scene
+    lookups read it on every job)."""
+    found: list[Any] = []
+    append = found.append
+    for message in messages:
+        extra = message.get("extra")
+        if not isinstance(extra, dict):
+            append(None)
+            continue
+        namespace = extra.get(NAMESPACE)
+        if not isinstance(namespace, dict):
+            namespace = extra.get(LEGACY_NAMESPACE)
+            if not isinstance(namespace, dict):
+                append(None)
+                continue
+        append(namespace.get(key))
+    return found
 
 
 def has_data(message: Mapping[str, Any] | None, key: str) -> bool:

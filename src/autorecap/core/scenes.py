@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autorecap.core.data import delete_data, get_data, update_data
+from autorecap.core.data import data_column, delete_data, get_data, update_data
 from autorecap.core.model import Message
 from autorecap.errors import AutorecapError
 
@@ -46,7 +46,15 @@ def is_break(message: Message) -> bool:
 
 def break_indexes(messages: Sequence[Message]) -> list[int]:
     """Indexes of every scene break, in order."""
-    return [i for i, m in enumerate(messages) if is_break(m)]
+    return [i for i, value in enumerate(data_column(messages, "scene_break")) if value]
+
+
+def last_break(messages: Sequence[Message]) -> int:
+    """The index of the last scene break (searched from the end), -1 when there is none."""
+    for index in range(len(messages) - 1, -1, -1):
+        if is_break(messages[index]):
+            return index
+    return -1
 
 
 def scenes(messages: Sequence[Message]) -> list[Scene]:

@@ -12,14 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from autorecap.core.data import get_data, get_memory, read_namespace
 from autorecap.core.model import Chat, Message
-from autorecap.core.scenes import scenes
+from autorecap.core.scenes import last_break, scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
 from autorecap.llm.base import RecapBackend
 from autorecap.pacing import pause
-from autorecap.pipeline import detect_scene_breaks, recap_scenes, update_running_recap
+from autorecap.pipeline import (
+    detect_scene_breaks,
+    recap_scenes,
+    scene_recap_due,
+    update_running_recap,
+)
 from autorecap.recaps import build_request, needs_recap, store_result
 from autorecap.settings import Settings
 
@@ -195,7 +200,16 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
         detect_scene_breaks(target, backend, settings)
         return []
 
-    chat, changed, _, _ = _on_chat(worker, job, backend, work, state=_break_state)
+    # Detection changes only the messages after the last break (the offline path compares
+    # those before and after, not the whole chat).
+    chat, changed, _, _ = _on_chat(
+        worker,
+        job,
+        backend,
+        work,
+        among=lambda live: live.messages[last_break(live.messages) + 1 :],
+        state=_break_state,
+    )
     with worker.chat_lock(job.chat_id):
         # The breaks are saved first (the scene jobs name their messages by store id), and
         # this job is done only after the jobs it leads to are queued: the queue never looks
@@ -214,7 +228,9 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
                 max_retries=settings.max_retries,
             )
             for scene in scenes(chat.messages)
-            if scene.closed and chat.messages[scene.end].id is not None
+            if scene.closed
+            and chat.messages[scene.end].id is not None
+            and scene_recap_due(chat, scene)  # not the scenes recapped already, every turn
         ]
         worker.queue.enqueue(
             "running_recap",
@@ -257,10 +273,15 @@ def _running_recap(worker: Worker, job: Job) -> None:
     counter = get_counter(settings.tokenizer)
     backend = worker.backend(settings)
 
+    added = 0
+
     def work(target: Chat) -> list[str]:
+        nonlocal added
         failures: list[str] = []
         now_ms = int(time.time() * 1000)
-        update_running_recap(target, backend, settings, counter, now_ms=now_ms, failures=failures)
+        added = update_running_recap(
+            target, backend, settings, counter, now_ms=now_ms, failures=failures
+        )
         return failures
 
     chat, _, _, failures = _on_chat(worker, job, backend, work, among=lambda live: [])
@@ -268,6 +289,9 @@ def _running_recap(worker: Worker, job: Job) -> None:
         if failures:  # keep the versions made so far; the job is retried for the rest
             worker.save(chat, header=True)
             raise AutorecapError(failures[0])
+        if not added:  # no scene to fold in (most turns): the header is as saved
+            worker.queue.complete(job)
+            return
         worker.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
 
 
