@@ -40,19 +40,9 @@ def data_column(messages: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
     """`get_data(message, key)` of every message, in one pass (a whole chat's worth, as scene
     lookups read it on every job)."""
     found: list[Any] = []
-    append = found.append
     for message in messages:
-        extra = message.get("extra")
-        if not isinstance(extra, dict):
-            append(None)
-            continue
-        namespace = extra.get(NAMESPACE)
-        if not isinstance(namespace, dict):
-            namespace = extra.get(LEGACY_NAMESPACE)
-            if not isinstance(namespace, dict):
-                append(None)
-                continue
-        append(namespace.get(key))
+        namespace = _namespace_of(message.get("extra"))
+        found.append(None if namespace is None else namespace.get(key))
     return found
 
 
