@@ -593,6 +593,57 @@ def test_the_fast_path_is_taken_with_memory_in_chat_and_hidden_messages(twins: T
     assert user(WORDS[1]) not in turn.messages  # hidden by auto-hide
 
 
+def test_a_new_message_on_fresh_memory_is_refreshed_for_by_the_reply(twins: Twins) -> None:
+    client = converse(twins, [Step(Send("We sail at dawn."))], memory=True)
+    client.send(Send("Yes."))
+    registry = twins.fast
+    session = registry.session(CHAT)
+    assert not session.stale
+    refreshes = session.refreshes
+    turn = registry.begin(CHAT, ENCODINGS["compact"](client.messages))
+    assert registry.fast_turns == 2  # the fast path, its refresh left for later
+    assert turn.refresh_due
+    assert session.stale
+    assert session.refreshes == refreshes
+    sent = "\n".join(str(m["content"]) for m in turn.messages)
+    assert "The Gull waits in port." in sent
+    assert "Tomas hailed Mira" in sent
+    registry.record(turn, "Aye.")  # the reply's event refreshes
+    assert not session.stale
+    assert session.refreshes == refreshes + 1
+    registry.settle(turn)
+    assert session.refreshes == refreshes + 1
+
+
+def test_a_turn_with_no_reply_is_refreshed_when_it_is_settled(twins: Twins) -> None:
+    client = converse(twins, [Step(Send("We sail at dawn."))], memory=True)
+    client.send(Send("Yes."))
+    registry = twins.fast
+    session = registry.session(CHAT)
+    turn = registry.begin(CHAT, ENCODINGS["compact"](client.messages))
+    assert turn.refresh_due
+    assert session.stale
+    registry.record(turn, "")  # the upstream failed: no reply
+    registry.settle(turn)
+    assert not session.stale
+    assert registry.store.load_chat(CHAT).messages[-1]["mes"] == "Yes."
+
+
+def test_memory_changed_since_its_refresh_is_refreshed_before_the_request_is_built(
+    twins: Twins,
+) -> None:
+    client = converse(twins, [Step(Send("We sail at dawn."))], memory=True)
+    client.send(Send("Yes."))
+    for registry in twins.both:  # what a recap job does before its refresh is due
+        with registry.hold(CHAT):
+            edit_memory(registry.chat(CHAT).messages[-1], "Mira will sail at dawn.")
+        assert registry.session(CHAT).stale
+    turn = twins.request(list(client.messages), "Aye.")  # the same body on both paths
+    assert twins.fast.fast_turns == 2
+    assert not turn.refresh_due
+    assert any("Mira will sail at dawn." in str(m["content"]) for m in turn.messages)
+
+
 def test_a_regeneration_takes_the_fast_path_and_becomes_a_swipe(twins: Twins) -> None:
     client = Client()
     twins.request(list(client.messages), "Aye.")

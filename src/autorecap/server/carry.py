@@ -13,11 +13,12 @@ from autorecap.core.slots import ExtensionPrompts
 from autorecap.session import Session
 
 
-def carry_out(session: Session, result: Plan) -> list[Message]:
+def carry_out(session: Session, result: Plan, *, refresh: bool = True) -> list[Message]:
     """Apply a plan's operations (each fires its event), refresh once at the end; the
-    messages added or edited."""
+    messages added or edited. `refresh=False`: the events fire without their refresh (the
+    caller refreshes later: `only_appends`)."""
     chat = session.chat
-    last = len(result.ops) - 1
+    last = len(result.ops) - 1 if refresh else len(result.ops)
     touched: list[Message] = []
     for number, op in enumerate(result.ops):
         # A long history arriving at once (a new chat): one refresh at the end.
@@ -26,9 +27,22 @@ def carry_out(session: Session, result: Plan) -> list[Message]:
             touched.append(chat.messages[-1])
         elif op.kind == "edit":
             touched.append(chat.messages[op.index])
-    if result.ops:
+    if result.ops and refresh:
         session.refresh_if_stale()  # the last operation's handler may have refreshed
     return touched
+
+
+def only_appends(session: Session, result: Plan) -> bool:
+    """True when carrying out `result` cannot change the chat's memory: it only appends new
+    messages (which carry no recap, scene break or flag, and are never hidden), and the memory
+    is up to date (nothing changed since its last refresh). Their refresh then finds what is
+    in place already, and may come after the request has gone upstream."""
+    return (
+        result.regenerate is None
+        and bool(result.ops)
+        and all(op.kind == "append" for op in result.ops)
+        and not session.stale
+    )
 
 
 def apply_op(

@@ -149,6 +149,9 @@ class Echo:
     visible: array[int]
     """The request elements of the others, ascending (`lead + i`): kept up to date as messages
     come, recomputed when one is hidden or shown."""
+    shape: tuple[list[Message], int]
+    """The chat's message list and its count of removals and moves (`MessageList.reshaped`)
+    when `messages` were its first items: while both are the same, they still are."""
 
     @property
     def history(self) -> int:
@@ -185,7 +188,24 @@ def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | No
         list(map(_TEXT, matched)),
         hidden,
         _visible(lead, history, hidden),
+        _shape(chat.messages),
     )
+
+
+def _shape(messages: list[Message]) -> tuple[list[Message], int]:
+    return messages, getattr(messages, "reshaped", -1)
+
+
+def _lines_up(echo: Echo, stored: list[Message]) -> bool:
+    """True when the chat's first messages are still the ones the echo matched: in O(1) when
+    nothing was removed or moved since, else compared one by one."""
+    matched = echo.history
+    if len(stored) < matched:
+        return False
+    listed, reshaped = echo.shape
+    if listed is stored and reshaped >= 0 and reshaped == getattr(stored, "reshaped", -1):
+        return True
+    return stored[:matched] == echo.messages
 
 
 def _visible(lead: int, history: int, hidden: set[int]) -> array[int]:
@@ -240,6 +260,7 @@ class Repeat:
             elif not shown_or_hidden:
                 echo.visible.append(lead + index)
         echo.messages.extend(added)
+        echo.shape = _shape(stored)  # the plan is carried out: they are its first messages
         echo.texts.extend(map(_TEXT, added))
         if shown_or_hidden:
             echo.visible = _visible(lead, history, hidden)
@@ -271,7 +292,7 @@ def repeat_of(
         return None
     layout = echo.layout
     known = layout.ends[-1]
-    if len(raw) <= known or not raw.startswith(echo.raw[:known]):
+    if len(raw) <= known or not raw.startswith(memoryview(echo.raw)[:known]):  # no copy
         return None
     more = elements_after(raw, known)
     if more is None:
@@ -295,7 +316,7 @@ def repeat_of(
         return None  # a system message inside the history: the full path sorts it out
     matched = echo.history
     stored = chat.messages
-    if len(stored) < matched or stored[:matched] != echo.messages:
+    if not _lines_up(echo, stored):
         return None  # a stored message was removed or replaced meanwhile
     for message in touched.values():
         index = echo.where.get(id(message))

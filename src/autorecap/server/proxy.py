@@ -25,7 +25,7 @@ from autorecap.llm.base import RecapBackend
 from autorecap.paths import autorecap_home
 from autorecap.profiles import SETTINGS_FILE, Profiles
 from autorecap.server.access import owner_of
-from autorecap.server.carry import carry_out, outgoing_messages
+from autorecap.server.carry import carry_out, only_appends, outgoing_messages
 from autorecap.server.echo import (
     Echo,
     ProxyError,
@@ -81,6 +81,9 @@ class Turn:
 
     settling: bool = False
     """`settle_later` was called (once is enough)."""
+    refresh_due: bool = False
+    """The memory refresh of the turn's events was left for later (`carry.only_appends`):
+    the reply's event refreshes it, else `settle` does."""
     after: Message | None = None
     """The stored message the reply follows (the last one when the turn began), or, for a
     regeneration, the message the reply becomes a swipe of: the reply is recorded after the
@@ -127,6 +130,10 @@ class ChatRegistry:
         request is reconciled in full (the tests compare the two)."""
         self.fast_turns = 0
         """Requests reconciled by the fast path."""
+        self.refresh_later = True
+        """Leave a fast turn's memory refresh for after the request is sent when it cannot
+        change what is sent (`carry.only_appends`); off, it is on the reply path (the
+        benchmark's baseline)."""
         self.traffic = Traffic()
         # What the server and the worker ask of the traffic (`server.traffic`).
         self.answering = self.traffic.answering
@@ -261,9 +268,13 @@ class ChatRegistry:
                 repeat = repeat_of(echo, chat, raw, injected, changed)
             made = None
             touched: list[Message] = []
+            later = False
             if repeat is not None:
                 result = repeat.plan
-                touched = carry_out(session, result)
+                # The usual turn (a new message) leaves the memory as it is: its refresh is
+                # not on the reply path.
+                later = self.refresh_later and only_appends(session, result)
+                touched = carry_out(session, result, refresh=not later)
                 changed.update(unsaved.take_touched())
                 made = repeat.outgoing(chat, session.slots, changed)
             if made is not None and repeat is not None:
@@ -271,6 +282,9 @@ class ChatRegistry:
                 stream = repeat.stream
                 self.fast_turns += 1
             else:  # the full way (also when a repeat did not line up: its plan is carried out)
+                if later:
+                    session.refresh_if_stale()
+                    later = False
                 body = body if body is not None else parse_body(raw)
                 sent = request_messages(body)
                 result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
@@ -284,6 +298,7 @@ class ChatRegistry:
             turn = Turn(
                 chat_id, content, stream, result.regenerate, result, injected, touched, chat
             )
+            turn.refresh_due = later
             if result.regenerate is not None:
                 turn.after = chat.messages[result.regenerate]
             elif chat.messages:
@@ -356,6 +371,8 @@ class ChatRegistry:
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
                 return  # deleted or replaced meanwhile: its successor is saved on its own
+            if turn.refresh_due:  # no reply came to refresh the memory
+                session.refresh_if_stale()
             self._save(turn.chat_id)
             touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
             if not self.queue_recaps or not touched:
