@@ -1,15 +1,18 @@
 """The proxy's HTTP/1.1 client (`server.http1`) against scripted loopback servers that speak
 raw HTTP: keep-alive reuse, a kept connection the upstream closed, the three ways a body ends,
-timeouts, garbage, credentials, and a response the caller gives up on."""
+timeouts, garbage, credentials, https, and a response the caller gives up on."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from autorecap.server.http1 import (
     HTTP1Client,
@@ -24,8 +27,9 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 class Server:
     """A loopback server that runs `handler` on every connection and keeps what it saw."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
+        self.tls = tls
         self.connections = 0
         self.heads: list[bytes] = []
         self.closed = asyncio.Event()
@@ -41,7 +45,7 @@ class Server:
             finally:
                 writer.close()
 
-        self._server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=self.tls)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -52,7 +56,7 @@ class Server:
     def base(self) -> str:
         assert self._server is not None
         port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/v1"
 
     async def read_request(self, reader: asyncio.StreamReader) -> bytes:
         """One request's head and body (by Content-Length); b"" when the client closed."""
@@ -307,3 +311,34 @@ def test_a_header_with_a_line_break_is_refused_before_sending() -> None:
 def test_only_http_urls_are_accepted() -> None:
     with pytest.raises(ValueError, match="not an http"):
         HTTP1Client("ftp://example.com/v1", connect_timeout=5, read_timeout=5)
+
+
+def test_an_https_upstream_is_reached_and_its_certificate_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    authority = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_tls)
+
+    async def test() -> None:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while await server.read_request(reader):
+                writer.write(answer(b'{"over": "tls"}'))
+
+        async with Server(handler, tls=server_tls) as server:
+            # Not trusted: the certificate is refused, nothing is sent.
+            untrusting = HTTP1Client(server.base, connect_timeout=5, read_timeout=5)
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await untrusting.request("POST", "x", {}, b"{}")
+            # Trusted through the usual SSL_CERT_FILE: the request goes through.
+            bundle = tmp_path / "ca.pem"
+            authority.cert_pem.write_to_path(str(bundle))
+            monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+            client = HTTP1Client(server.base, connect_timeout=5, read_timeout=5)
+            response = await client.request("POST", "x", {}, b"{}")
+            assert await response.read() == b'{"over": "tls"}'
+            response.release()
+            await client.close()
+        assert b"Host: 127.0.0.1:" in server.heads[0]
+
+    run(test)
