@@ -342,3 +342,37 @@ def test_an_https_upstream_is_reached_and_its_certificate_checked(
         assert b"Host: 127.0.0.1:" in server.heads[0]
 
     run(test)
+
+
+def test_a_large_answer_read_slowly_arrives_whole() -> None:
+    """More than the client holds unread (`HIGH_WATER`): it stops reading while the caller is
+    behind, and reads on as the caller takes what came."""
+    block = bytes(range(256)) * 4096  # 1 MiB
+    blocks = 6
+
+    async def test() -> None:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while await server.read_request(reader):
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for _ in range(blocks):
+                    writer.write(b"%x\r\n%s\r\n" % (len(block), block))
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+
+        async with Server(handler) as server:
+            client = HTTP1Client(server.base, connect_timeout=5, read_timeout=5)
+            response = await client.request("GET", "models", {}, None)
+            received = bytearray()
+            async for piece in response.iter_any():
+                received += piece
+                await asyncio.sleep(0.01)  # a slow client
+            assert received == block * blocks
+            response.release()
+            again = await client.request("GET", "models", {}, None)  # the same connection
+            assert await again.read() == block * blocks
+            again.release()
+            await client.close()
+        assert server.connections == 1
+
+    run(test)
