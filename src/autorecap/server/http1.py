@@ -56,24 +56,18 @@ class _Connection(asyncio.Protocol):
     """One connection: the answer being read is parsed as it arrives, and whoever waits for it
     is woken at each piece."""
 
+    headers: list[tuple[bytes, bytes]]
+    error: BaseException | None
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.lost = False
         self.aborted = False
-        self._waiter: asyncio.Future[None] | None = None
-        self._parser = httptools.HttpResponseParser(self)
-        self.pieces: deque[bytes] = deque()
-        self.buffered = 0
         self.paused = False
-        self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.head_done = False
-        self.complete = False
-        self.until_close = False
-        self.answered = False
-        self.keep_alive = False
-        self.error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.pieces: deque[bytes] = deque()
+        self.begin()
 
     def begin(self) -> None:
         """Ready for the next request's answer."""

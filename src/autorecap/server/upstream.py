@@ -155,24 +155,22 @@ class _Answer(_Then, Response):
     """A whole answer, then `after`."""
 
 
-class _Stream(_Then, StreamingResponse):
-    """A streamed answer, then `after`: when the stream has ended, failed (the upstream
-    dropped the connection or fell silent) or lost its client.
-
-    A client that leaves closes the upstream connection at once (`on_disconnect`), even while
-    the upstream is silent, which ends the stream. Starlette's own watch for that runs the
-    stream in an anyio task group, which cost about 50 us per answer; here one plain task
-    waits for the disconnect."""
+class _Watched(StreamingResponse):
+    """A streamed answer whose client, when it leaves, closes the upstream connection at once
+    (`on_disconnect`), even while the upstream is silent, which ends the stream. Starlette's own
+    watch for that runs the stream in an anyio task group, which cost about 50 us per answer;
+    here one plain task waits for the disconnect."""
 
     on_disconnect: Callable[[], None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gone: list[bool] = [False]
+        gone = False
 
         async def watch() -> None:
+            nonlocal gone
             while (await receive())["type"] != "http.disconnect":
                 pass
-            gone[0] = True
+            gone = True
             if self.on_disconnect is not None:
                 self.on_disconnect()
 
@@ -180,11 +178,15 @@ class _Stream(_Then, StreamingResponse):
         try:
             await self.stream_response(send)
         except Exception:
-            if not gone[0]:
+            if not gone:
                 raise  # the upstream broke off: uvicorn closes the client's connection
         finally:
             watcher.cancel()
-            await _finally(self.after)
+
+
+class _Stream(_Then, _Watched):
+    """A streamed answer, then `after`: when the stream has ended, failed (the upstream
+    dropped the connection or fell silent) or lost its client."""
 
 
 async def _finally(after: After | None) -> None:
