@@ -149,12 +149,12 @@ def test_frozen_cycles_of_a_busy_server_are_reclaimed_once_the_frozen_heap_has_g
 ) -> None:
     """A server that is never quiet for long (`quiet_for` stays short) still reclaims cycles
     that died frozen, at a moment no request is open, once they pile up (here by 1% of what
-    was frozen, not half: the test process may hold millions of objects)."""
+    is frozen alive, not half: the test process may hold millions of objects)."""
     monkeypatch.setattr(heap_module, "DEEP_GROWTH", 1.01)
     state["quiet"] = 1.0
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() == "sweep"  # nothing has grown yet
-    enough = int(0.01 * max(gc.get_freeze_count(), 10_000)) + 1
+    enough = int(0.02 * keeper.frozen_alive()) + 1  # 1% of what is frozen once they are
     nodes = [Node() for _ in range(enough)]
     dead = weakref.ref(nodes[0])
     keeper.loaded("chat")
@@ -180,10 +180,12 @@ def test_what_sweeps_froze_counts_toward_a_deep_sweep(
     state: dict[str, float | bool],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Objects a sweep froze may die in cycles later: they count toward the growth."""
+    """Objects a sweep froze may die in cycles later: their share (`death_rate`) counts toward
+    the growth."""
     monkeypatch.setattr(heap_module, "DEEP_GROWTH", 1.01)
     state["quiet"] = 1.0
-    enough = int(0.01 * max(gc.get_freeze_count(), 10_000)) + 1
+    assert keeper.death_rate == heap_module.DEATH_RATE_START  # nothing measured yet
+    enough = int(0.01 * keeper.frozen_alive() / keeper.death_rate) + 1
     nodes = [Node() for _ in range(enough)]
     dead = weakref.ref(nodes[0])
     clock.now += heap_module.SWEEP_EVERY_S
@@ -192,6 +194,56 @@ def test_what_sweeps_froze_counts_toward_a_deep_sweep(
     clock.now += heap_module.SWEEP_EVERY_S
     assert keeper.tick() == "deep"
     assert dead() is None
+
+
+def test_a_deep_sweep_that_finds_nothing_dead_makes_what_sweeps_freeze_count_for_less(
+    keeper: HeapKeeper,
+    clock: Clock,
+    state: dict[str, float | bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the sweeps froze was alive for good (a chat's new messages): the deep sweep finds
+    no garbage, and the same growth again no longer calls for the long walk."""
+    monkeypatch.setattr(heap_module, "DEEP_GROWTH", 1.01)
+    monkeypatch.setattr(heap_module, "EVIDENCE", 1)
+    state["quiet"] = 1.0
+    gc.collect()  # no stray garbage for the deep sweep to count
+    enough = int(0.01 * keeper.frozen_alive() / keeper.death_rate) + 1
+    alive = [Node() for _ in range(enough)]
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "deep"  # taken on trust the first time
+    assert keeper.death_rate == heap_module.DEATH_RATE_FLOOR
+    more = [Node() for _ in range(enough)]
+    for _ in range(3):
+        clock.now += heap_module.SWEEP_EVERY_S
+        assert keeper.tick() == "sweep"
+    assert keeper.deep_sweeps == 1
+    assert len(alive) + len(more) == 2 * enough
+
+
+def test_a_deep_sweep_that_finds_what_sweeps_froze_dead_raises_their_share(
+    keeper: HeapKeeper,
+    clock: Clock,
+    state: dict[str, float | bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cycles that died frozen, found by a deep sweep after a quiet spell: the share goes up,
+    so the next ones are swept up on growth again."""
+    monkeypatch.setattr(heap_module, "EVIDENCE", 1)
+    keeper.death_rate = heap_module.DEATH_RATE_FLOOR
+    gc.collect()
+    nodes = [Node() for _ in range(1000)]
+    dead = weakref.ref(nodes[0])
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"  # frozen alive
+    del nodes
+    state["quiet"] = heap_module.DEEP_QUIET_S
+    clock.now += heap_module.DEEP_EVERY_S
+    assert keeper.tick() == "deep"
+    assert dead() is None
+    assert keeper.death_rate > 0.9  # all of them (the list itself too) died
 
 
 def test_a_deep_sweep_at_least_once_an_hour_even_in_traffic(
