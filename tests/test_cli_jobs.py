@@ -16,6 +16,9 @@ import pytest
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
 from autorecap.jobs import JobQueue
+from autorecap.jobs.handlers import enqueue_pipeline
+from autorecap.profiles import Profiles, owner_settings_file
+from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat, write_chat
 from autorecap.store import SQLiteStore
 from autorecap.testing import generate
@@ -299,3 +302,35 @@ def test_recap_no_wait_then_worker_completes_the_recap(
     assert current["content"]
     storage = chat.metadata["auto_recap_running_scene_recaps"]
     assert storage["current_version"] == versions[-1]["version"]
+
+
+# --- worker --keys-file ----------------------------------------------------------------------
+
+
+def test_worker_with_the_servers_keys_file_recaps_each_keys_chats_with_its_settings(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    """With API keys on, `alice/...` is alice's chat and takes alice's settings file; a
+    worker beside `serve --keys-file --no-worker` does the same when given the keys file."""
+    keys = home / "keys.txt"
+    keys.write_text("alice: sk-alice-1\nbob: sk-bob-2\n", encoding="utf-8")
+    Profiles(owner_settings_file("bob")).set("include_user_messages", False)
+    for chat_id in ("alice/story", "bob/story"):
+        store_chat(8, chat_id, seed=3)
+        enqueue_pipeline(queue(), SQLiteStore().load_chat(chat_id), Settings())
+    code, _, err = run(capsys, "worker", "--once", "--keys-file", str(keys))
+    assert code == 0, err
+    alice = SQLiteStore().load_chat("alice/story").messages
+    bob = SQLiteStore().load_chat("bob/story").messages
+    assert {m.is_user for m in bob} == {True, False}
+    assert all(get_memory(m) for m in alice)  # the installation's settings: every message
+    assert [bool(get_memory(m)) for m in bob] == [not m.is_user for m in bob]  # bob's
+
+
+def test_worker_with_a_keys_file_it_cannot_read_says_so(
+    capsys: pytest.CaptureFixture[str], home: Path
+) -> None:
+    code, out, err = run(capsys, "worker", "--once", "--keys-file", str(home / "nope.txt"))
+    assert (code, out) == (1, "")
+    assert "Traceback" not in err
+    assert f"cannot read the keys file {home / 'nope.txt'}" in words(err)

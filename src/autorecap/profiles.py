@@ -28,6 +28,17 @@ from autorecap.stfiles.atomic import atomic_write
 
 DEFAULT_PROFILE = "Default"
 SETTINGS_FILE = "settings.json"
+
+
+def owner_settings_file(owner: str) -> Path:
+    """The settings file of one API key's owner (`autorecap serve --keys-file`): the
+    installation's own when `owner` is "" (access control off), else
+    `$AUTORECAP_HOME/users/<owner>/settings.json`."""
+    if not owner:
+        return autorecap_home() / SETTINGS_FILE
+    return autorecap_home() / "users" / owner / SETTINGS_FILE
+
+
 _FORMAT_VERSION = 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +17,7 @@ from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
 from autorecap.llm.openai_compat import make_backend
+from autorecap.profiles import Profiles, owner_settings_file
 from autorecap.settings import Settings
 from autorecap.store import SQLiteStore
 
@@ -125,10 +127,24 @@ def worker(
             min=1,
         ),
     ] = 60.0,
+    keys_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys-file",
+            help="The keys file of `autorecap serve --keys-file`: each key's chats are then "
+            "recapped with that key's own settings.",
+        ),
+    ] = None,
     db: _DB = None,
 ) -> None:
     """Run queued jobs in this process (each chat's settings profile applies); without
     --once, wait for new ones until SIGTERM or Ctrl-C."""
+    profiles_for = None
+    if keys_file is not None:
+        from autorecap.server.access import KeyRing  # the server's modules load only here
+
+        KeyRing.from_file(keys_file)  # the same file as the server's, or a clear error
+        profiles_for = _owners_profiles()
     queue = JobQueue(SQLiteStore(db), lease_s=lease)
 
     def backend_for(settings: Settings) -> RecapBackend:
@@ -136,7 +152,12 @@ def worker(
             settings, backend=backend, base_url=base_url, model=model, api_key_env=api_key_env
         )
 
-    runner = Worker(queue, backend_for, concurrency=concurrency or Settings().llm_concurrency)
+    runner = Worker(
+        queue,
+        backend_for,
+        profiles_for=profiles_for,
+        concurrency=concurrency or Settings().llm_concurrency,
+    )
     import signal
 
     def stop(signum: int, frame: object) -> None:
@@ -158,3 +179,20 @@ def worker(
         err.print("[yellow]the queue is paused[/]: `autorecap jobs resume` lets workers go on")
     if stats.failed:
         raise typer.Exit(1)
+
+
+def _owners_profiles() -> Callable[[str], Profiles]:
+    """A chat's settings file by its stored id, as a server with API keys on keeps them: the
+    owner's (`alice/...`: alice's), one `Profiles` per owner."""
+    from autorecap.server.access import owner_of
+
+    owners: dict[str, Profiles] = {}
+
+    def profiles_for(chat_id: str) -> Profiles:
+        owner = owner_of(chat_id, keys_on=True)
+        found = owners.get(owner)
+        if found is None:
+            found = owners[owner] = Profiles(owner_settings_file(owner))
+        return found
+
+    return profiles_for

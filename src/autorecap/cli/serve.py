@@ -91,6 +91,7 @@ def serve(
     err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
     if not worker:
         where = f" --db {db}" if db is not None else ""
+        where += f" --keys-file {keys_file}" if keys_file is not None else ""
         err.print(
             f"recaps: no worker in this process; run `autorecap worker{where}` beside it "
             "(its recaps are read in as they are saved)"

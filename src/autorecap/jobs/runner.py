@@ -72,6 +72,7 @@ class Worker:
         backend_for: Callable[[Settings], RecapBackend],
         *,
         profiles: Profiles | None = None,
+        profiles_for: Callable[[str], Profiles] | None = None,
         settings: Settings | None = None,
         concurrency: int = 1,
         idle_sleep: float = 0.2,
@@ -91,6 +92,9 @@ class Worker:
         self.store = queue.store
         self.backend_for = backend_for
         self.profiles = profiles
+        self.profiles_for = profiles_for
+        """The settings file of a chat, by its id (with API keys on, its owner's); else
+        `profiles`, else the installation's."""
         self.fixed_settings = settings
         self.concurrency = max(1, concurrency)
         self.idle_sleep = idle_sleep
@@ -397,7 +401,10 @@ class Worker:
                 if self.fixed_settings is not None:
                     found = self.fixed_settings
                 else:
-                    profiles = self.profiles or Profiles()
+                    if self.profiles_for is not None:
+                        profiles = self.profiles_for(chat.id)
+                    else:
+                        profiles = self.profiles or Profiles()
                     found = profiles.settings_for(chat.id, character_key_of(chat))
                 self._settings[chat.id] = found
             return found

@@ -22,8 +22,7 @@ from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.llm.base import RecapBackend
-from autorecap.paths import autorecap_home
-from autorecap.profiles import SETTINGS_FILE, Profiles
+from autorecap.profiles import Profiles, owner_settings_file
 from autorecap.server.access import owner_of
 from autorecap.server.carry import carry_out, only_appends, outgoing_messages
 from autorecap.server.echo import (
@@ -155,7 +154,7 @@ class ChatRegistry:
         with self._guard:
             found = self._owner_profiles.get(owner)
             if found is None:
-                found = Profiles(autorecap_home() / "users" / owner / SETTINGS_FILE)
+                found = Profiles(owner_settings_file(owner))
                 self._owner_profiles[owner] = found
             return found
 
