@@ -314,17 +314,19 @@ def test_worker_with_the_servers_keys_file_recaps_each_keys_chats_with_its_setti
     worker beside `serve --keys-file --no-worker` does the same when given the keys file."""
     keys = home / "keys.txt"
     keys.write_text("alice: sk-alice-1\nbob: sk-bob-2\n", encoding="utf-8")
+    Profiles(owner_settings_file("")).set("include_user_messages", False)  # the installation's
     Profiles(owner_settings_file("bob")).set("include_user_messages", False)
-    for chat_id in ("alice/story", "bob/story"):
+    ids = ("alice/story", "bob/story", "from-before-keys")
+    for chat_id in ids:
         store_chat(8, chat_id, seed=3)
         enqueue_pipeline(queue(), SQLiteStore().load_chat(chat_id), Settings())
     code, _, err = run(capsys, "worker", "--once", "--keys-file", str(keys))
     assert code == 0, err
-    alice = SQLiteStore().load_chat("alice/story").messages
-    bob = SQLiteStore().load_chat("bob/story").messages
+    alice, bob, older = (SQLiteStore().load_chat(chat_id).messages for chat_id in ids)
     assert {m.is_user for m in bob} == {True, False}
-    assert all(get_memory(m) for m in alice)  # the installation's settings: every message
-    assert [bool(get_memory(m)) for m in bob] == [not m.is_user for m in bob]  # bob's
+    assert all(get_memory(m) for m in alice)  # alice has no settings file: the defaults
+    assert [bool(get_memory(m)) for m in bob] == [not m.is_user for m in bob]  # bob's own
+    assert [bool(get_memory(m)) for m in older] == [not m.is_user for m in older]
 
 
 def test_worker_with_a_keys_file_it_cannot_read_says_so(

@@ -252,3 +252,65 @@ def test_a_deep_sweep_at_least_once_an_hour_even_in_traffic(
     state["busy"] = True
     clock.now += heap_module.DEEP_AT_LATEST_S
     assert keeper.tick() == "deep"
+
+
+def test_a_chat_loaded_then_dropped_counts_as_dead_and_no_longer_as_alive(
+    keeper: HeapKeeper,
+) -> None:
+    alive = keeper.frozen_alive()
+    nodes = [Node() for _ in range(20_000)]
+    keeper.loaded("chat")
+    assert keeper.frozen_alive() >= alive + len(nodes)
+    assert keeper.maybe_dead() < len(nodes)
+    del nodes
+    keeper.dropped("chat")
+    assert keeper.frozen_alive() == alive
+    assert keeper.maybe_dead() >= 20_000
+
+
+def test_after_a_deep_sweep_nothing_is_counted_as_maybe_dead(
+    keeper: HeapKeeper, clock: Clock, state: dict[str, float | bool]
+) -> None:
+    kept = [Node() for _ in range(1000)]
+    keeper.loaded("chat")
+    keeper.dropped("chat")
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"  # freezes what the test made since
+    assert keeper.maybe_dead() > 0
+    state["quiet"] = heap_module.DEEP_QUIET_S
+    assert keeper.tick() == "deep"
+    assert keeper.maybe_dead() == 0
+    assert keeper.frozen_alive() >= len(kept)
+
+
+def test_a_deep_sweep_that_frees_dropped_chats_does_not_lower_the_share(
+    keeper: HeapKeeper,
+    clock: Clock,
+    state: dict[str, float | bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Part of what a dropped chat froze at its loading may be alive still: the count cannot
+    tell the sweeps' share apart, so it is only ever raised then."""
+    monkeypatch.setattr(heap_module, "EVIDENCE", 1)
+    gc.collect()
+    chat = [Node() for _ in range(5000)]
+    keeper.loaded("chat")
+    alive = [Node() for _ in range(5000)]
+    clock.now += heap_module.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"  # the alive nodes, frozen by a sweep
+    del chat
+    keeper.dropped("chat")
+    state["quiet"] = heap_module.DEEP_QUIET_S
+    assert keeper.tick() == "deep"
+    assert keeper.death_rate == heap_module.DEATH_RATE_START
+    assert len(alive) == 5000
+
+
+def test_a_deep_sweep_after_too_few_swept_objects_keeps_the_share(
+    keeper: HeapKeeper, clock: Clock, state: dict[str, float | bool]
+) -> None:
+    keeper.death_rate = 0.5
+    state["busy"] = True
+    clock.now += heap_module.DEEP_AT_LATEST_S
+    assert keeper.tick() == "deep"  # the hourly one, with next to nothing swept
+    assert keeper.death_rate == 0.5

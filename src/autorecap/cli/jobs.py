@@ -183,7 +183,8 @@ def worker(
 
 def _owners_profiles() -> Callable[[str], Profiles]:
     """A chat's settings file by its stored id, as a server with API keys on keeps them: the
-    owner's (`alice/...`: alice's), one `Profiles` per owner."""
+    owner's (`alice/...`: alice's; a chat with no owner part: the installation's), read
+    afresh for each chat the worker meets (it keeps a chat's settings from then on)."""
     from autorecap.server.access import owner_of
 
     owners: dict[str, Profiles] = {}
@@ -193,6 +194,8 @@ def _owners_profiles() -> Callable[[str], Profiles]:
         found = owners.get(owner)
         if found is None:
             found = owners[owner] = Profiles(owner_settings_file(owner))
+        else:
+            found.reload()  # as changed meanwhile (the server's API, the command line)
         return found
 
     return profiles_for

@@ -48,12 +48,15 @@ DEEP_EVERY_S = 600.0
 DEEP_GROWTH = 1.5
 """A deep sweep at the next idle moment, quiet or not, once what may have died frozen reaches
 this many times what is frozen alive: cycles that died frozen (a busy server is never quiet for
-long) cannot pile up beyond that."""
+long) cannot pile up for long (how far a share taken too low lets them: `DEATH_RATE_FLOOR`)."""
 DEATH_RATE_START = 0.25
 """The share of what the sweeps froze that is taken to die in cycles, until a deep sweep has
 measured it. This server's own paced benchmark measured none of 190,000 objects."""
-DEATH_RATE_FLOOR = 0.05
-"""The least share taken: garbage of a new kind is still swept up long before the hourly sweep."""
+DEATH_RATE_FLOOR = 0.2
+"""The least share taken. Should the small sweeps start to freeze objects that die in cycles
+after a deep sweep found none, those reach at most (DEEP_GROWTH - 1) / DEATH_RATE_FLOOR = 2.5
+times the live frozen heap before a deep sweep (or the hourly one) finds them; it then raises
+the share, and the bound is half the heap again."""
 EVIDENCE = 10_000
 """What the sweeps must have frozen before a deep sweep's count changes the share."""
 DEEP_AT_LATEST_S = 3600.0
@@ -93,6 +96,8 @@ class HeapKeeper:
         """What the last deep sweep froze (alive then)."""
         self._loaded_since_deep = 0
         """Objects of chats loaded since (alive when frozen)."""
+        self._loaded_recently: set[str] = set()
+        """The chats among them (one dropped again no longer counts as alive)."""
         self._dropped_since_deep = 0
         """Objects of chats dropped since (dead)."""
         self._swept_since_deep = 0
@@ -134,6 +139,7 @@ class HeapKeeper:
             frozen = self._freeze()
             self._chats[chat_id] = self._chats.get(chat_id, 0) + frozen
             self._loaded_since_deep += frozen
+            self._loaded_recently.add(chat_id)
 
     def _freeze(self) -> int:
         """`gc.freeze()`; returns how many objects it froze (only what is not frozen yet is
@@ -145,7 +151,11 @@ class HeapKeeper:
     def dropped(self, chat_id: str) -> None:
         """A chat was forgotten: its frozen objects wait for the next deep sweep."""
         self._dropped = True
-        self._dropped_since_deep += self._chats.pop(chat_id, 0)
+        count = self._chats.pop(chat_id, 0)
+        self._dropped_since_deep += count
+        if chat_id in self._loaded_recently:  # counted as alive since the last deep sweep
+            self._loaded_recently.discard(chat_id)
+            self._loaded_since_deep -= count
 
     def tick(self) -> str | None:
         """The periodic call: a sweep, a deep sweep or nothing (the name of what was done)."""
@@ -185,12 +195,15 @@ class HeapKeeper:
         """A full collection of what is not frozen (`deep`: of everything), then freeze."""
         if deep:
             gc.unfreeze()
-        found = gc.collect()
+        found = gc.collect()  # every unreachable container, frozen or not (refcounting's
+        # frees are not counted): what the last small sweep left counts as the sweeps' garbage,
+        # which errs toward sweeping sooner
         if deep:
             gc.freeze()
             self._learn(found)
             self._frozen_after_deep = gc.get_freeze_count()  # the one walk of everything
             self._loaded_since_deep = self._dropped_since_deep = self._swept_since_deep = 0
+            self._loaded_recently.clear()
         else:
             self._swept_since_deep += self._freeze()
         now = self.clock()
@@ -203,8 +216,12 @@ class HeapKeeper:
 
     def _learn(self, found: int) -> None:
         """Set `death_rate` from what a deep sweep `found` dead: less the dropped chats'
-        objects, the rest is taken to be what the sweeps froze."""
+        objects, the rest is taken to be what the sweeps froze. With chats dropped, the share
+        is only raised: what a dropped chat froze at its loading may have been freed by
+        reference counting or be alive still, so the difference understates the rest."""
         if self._swept_since_deep < EVIDENCE:
             return  # too few to tell
         share = max(found - self._dropped_since_deep, 0) / self._swept_since_deep
+        if self._dropped_since_deep and share < self.death_rate:
+            return
         self.death_rate = min(max(share, DEATH_RATE_FLOOR), 1.0)
