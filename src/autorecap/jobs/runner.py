@@ -401,10 +401,11 @@ class Worker:
                 if self.fixed_settings is not None:
                     found = self.fixed_settings
                 else:
-                    if self.profiles_for is not None:
-                        profiles = self.profiles_for(chat.id)
-                    else:
-                        profiles = self.profiles or Profiles()
+                    profiles = (
+                        self.profiles_for(chat.id)
+                        if self.profiles_for is not None
+                        else self.profiles or Profiles()
+                    )
                     found = profiles.settings_for(chat.id, character_key_of(chat))
                 self._settings[chat.id] = found
             return found

@@ -94,10 +94,8 @@ class HeapKeeper:
         self._dropped = False
         self._frozen_after_deep = 0
         """What the last deep sweep froze (alive then)."""
-        self._loaded_since_deep = 0
-        """Objects of chats loaded since (alive when frozen)."""
         self._loaded_recently: set[str] = set()
-        """The chats among them (one dropped again no longer counts as alive)."""
+        """The open chats loaded since (their objects were alive when frozen)."""
         self._dropped_since_deep = 0
         """Objects of chats dropped since (dead)."""
         self._swept_since_deep = 0
@@ -138,7 +136,6 @@ class HeapKeeper:
         if self.started:
             frozen = self._freeze()
             self._chats[chat_id] = self._chats.get(chat_id, 0) + frozen
-            self._loaded_since_deep += frozen
             self._loaded_recently.add(chat_id)
 
     def _freeze(self) -> int:
@@ -151,11 +148,8 @@ class HeapKeeper:
     def dropped(self, chat_id: str) -> None:
         """A chat was forgotten: its frozen objects wait for the next deep sweep."""
         self._dropped = True
-        count = self._chats.pop(chat_id, 0)
-        self._dropped_since_deep += count
-        if chat_id in self._loaded_recently:  # counted as alive since the last deep sweep
-            self._loaded_recently.discard(chat_id)
-            self._loaded_since_deep -= count
+        self._dropped_since_deep += self._chats.pop(chat_id, 0)
+        self._loaded_recently.discard(chat_id)  # no longer alive
 
     def tick(self) -> str | None:
         """The periodic call: a sweep, a deep sweep or nothing (the name of what was done)."""
@@ -189,7 +183,8 @@ class HeapKeeper:
     def frozen_alive(self) -> int:
         """How many objects were alive when frozen: what the last deep sweep kept, the chats
         loaded since (at least 10,000, so that a small heap is not swept for a handful)."""
-        return max(self._frozen_after_deep + self._loaded_since_deep, 10_000)
+        loaded = sum(self._chats[chat_id] for chat_id in self._loaded_recently)
+        return max(self._frozen_after_deep + loaded, 10_000)
 
     def sweep(self, *, deep: bool = False) -> None:
         """A full collection of what is not frozen (`deep`: of everything), then freeze."""
@@ -202,7 +197,7 @@ class HeapKeeper:
             gc.freeze()
             self._learn(found)
             self._frozen_after_deep = gc.get_freeze_count()  # the one walk of everything
-            self._loaded_since_deep = self._dropped_since_deep = self._swept_since_deep = 0
+            self._dropped_since_deep = self._swept_since_deep = 0
             self._loaded_recently.clear()
         else:
             self._swept_since_deep += self._freeze()
