@@ -22,8 +22,8 @@ import orjson
 from _common import percentile, report
 from autorecap.core.tokens import get_counter
 from autorecap.jobs.queue import JobQueue
-from autorecap.llm.offline import OfflineBackend
 from autorecap.profiles import Profiles
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore
 from bench_proxy import history

@@ -15,9 +15,9 @@ import orjson
 from _common import report
 from autorecap.core.tokens import get_counter
 from autorecap.jobs import JobQueue, Worker, enqueue_pipeline
-from autorecap.llm.offline import OfflineBackend
-from autorecap.pipeline import run_pipeline
 from autorecap.profiles import Profiles
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.pipeline import run_pipeline
 from autorecap.server.proxy import ChatRegistry
 from autorecap.settings import Settings
 from autorecap.store import SQLiteStore

@@ -14,11 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from _common import report
 from autorecap.core.tokens import get_counter
-from autorecap.evaluation import evaluate
-from autorecap.llm.offline import OfflineBackend
-from autorecap.llm.openai_compat import OpenAICompatBackend
-from autorecap.pipeline import run_pipeline
-from autorecap.recaps import recap_all
+from autorecap.evaluation import by_style, evaluate_chats
+from autorecap.evaluation.corpus import generated_chats
+from autorecap.recap.messages import recap_all
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.openai_compat import OpenAICompatBackend
+from autorecap.recap.pipeline import run_pipeline
 from autorecap.settings import Settings
 from autorecap.testing import generate
 
@@ -71,12 +72,12 @@ def offline_figures() -> None:
         },
     )
     figures: dict[str, object] = {}
-    for row in evaluate((1000, 2000), (1000, 2000), chats=3):
-        key = f"{row.size} msgs @ {row.budget} tokens"
-        figures[f"{key}: memory recall"] = round(row.memory_recall, 3)
-        figures[f"{key}: recent-messages recall"] = round(row.baseline_recall, 3)
-        figures[f"{key}: ratio (target >= 2)"] = round(row.ratio, 2)
-    report("recall@budget (offline engine, 3 chats per size)", figures)
+    for row in by_style(evaluate_chats(generated_chats(size=1000), budgets=(1000, 2000))):
+        for budget in (1000, 2000):
+            key = f"{row.style} @ {budget} tokens"
+            figures[f"{key}: memory answer recall"] = round(row.memory_recall[budget], 3)
+            figures[f"{key}: latest-messages answer recall"] = round(row.baseline_recall[budget], 3)
+    report("answer recall (offline engine, generated chats of 1,000 messages)", figures)
 
 
 def llm_figures() -> None:

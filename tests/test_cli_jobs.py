@@ -22,7 +22,7 @@ from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat, write_chat
 from autorecap.store import SQLiteStore
 from autorecap.testing import generate
-from tests.llm.conftest import LLMServer
+from tests.recap.conftest import LLMServer
 from tests.test_cli import run
 from tests.test_pipeline import PROXY_VARIABLES
 

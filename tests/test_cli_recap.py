@@ -13,6 +13,7 @@ from typing import Any, get_type_hints
 
 import pytest
 
+from autorecap.cli import _app as cli_app
 from autorecap.cli.recap import recap as recap_command
 from autorecap.core import running
 from autorecap.core.data import NAMESPACE, edit_memory, get_data, get_memory
@@ -326,25 +327,60 @@ def test_scenes_errors(capsys: pytest.CaptureFixture[str], sample: Path) -> None
 # --- eval and demo --------------------------------------------------------------------------
 
 
-def test_eval_prints_a_table_with_a_ratio(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "eval", "--sizes", "300", "--budgets", "500", "--chats", "1")
+def test_eval_prints_one_row_per_style_and_set(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_app.out, "width", 200)  # one line per row
+    code, out, err = run(capsys, "eval", "--sets", "generated", "--budgets", "500,1000")
     assert code == 0, err
-    assert "recall@budget" in out
-    row = next(line for line in out.splitlines() if re.search(r"\b300\b.*\b500\b", line))
-    cells = [cell.strip() for cell in re.split(r"[│|┃]", row) if cell.strip()]
-    assert cells[:2] == ["300", "500"]
-    memory, baseline, ratio = cells[3], cells[4], cells[5]
-    assert re.fullmatch(r"\d+\.\d%", memory)
-    assert re.fullmatch(r"\d+\.\d%", baseline)
-    assert re.fullmatch(r"\d+\.\dx", ratio)
-    assert float(ratio[:-1]) > 1
-    assert "recapping chat 1/1 of 300 messages" in err
+    rows = {}
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in re.split(r"[│|┃]", line) if cell.strip()]
+        if len(cells) == 9 and cells[1] == "generated":
+            rows[cells[0]] = cells
+    assert set(rows) == {"narrated", "group", "proxy"}
+    for cells in rows.values():
+        assert re.fullmatch(r"\d+/\d+ \(\d+%\)", cells[4])  # breaks found
+        assert cells[5].isdigit()  # extra
+        for cell in cells[6:8]:
+            memory, latest = (int(x.strip(" %")) for x in cell.split("/"))
+            assert memory > latest  # the memory beats the latest messages at each budget
+    assert "generated/generated-narrated-0 (600 messages)" in err
 
 
-def test_eval_rejects_bad_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "eval", "--sizes", "many")
+def test_eval_measures_a_folder_of_chats_with_truth(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_app.out, "width", 200)
+    script = tmp_path / "tiny.chat.txt"
+    lines = ["# title: tiny", "# style: sessions", "# user: Ann", "# char: Bo", "# dates: iso"]
+    for day in range(1, 4):
+        lines.append(f"=== 2024-03-0{day} 10:00")
+        lines += [f"{'Ann' if i % 2 else 'Bo'}: day {day} talk number {i}" for i in range(12)]
+    lines += ["--- questions", "Q: What did they talk about?", "A: talk"]
+    script.write_text("\n".join(lines), encoding="utf-8")
+    code, out, err = run(
+        capsys, "eval", "--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"
+    )
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "sessions" in line)
+    assert "2/2 (100%)" in row
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--budgets", "many"], "--budgets takes whole numbers"),
+        (["--sets", "mine"], "unknown set 'mine'"),
+        (["--sets", "", "--corpus", "/nonexistent"], "no folder /nonexistent"),
+    ],
+)
+def test_eval_rejects_bad_arguments(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, "eval", *args)
     assert code == 1
-    assert "--sizes and --budgets take whole numbers" in err
+    assert message in err
 
 
 def test_demo(capsys: pytest.CaptureFixture[str], home: Path) -> None:

@@ -24,22 +24,22 @@ from autorecap.core.scenes import (
     scenes,
 )
 from autorecap.core.tokens import TokenCounter, get_counter
-from autorecap.evaluation import copy_chat, evaluate
-from autorecap.llm.base import LLMError, RecapResult, SceneRecapRequest
-from autorecap.llm.offline import OfflineBackend
-from autorecap.llm.openai_compat import OpenAICompatBackend
-from autorecap.pipeline import (
+from autorecap.evaluation import copy_chat, evaluate_chat, from_generated
+from autorecap.recap import (
     detect_scene_breaks,
     enforce_cap,
     recap_scenes,
     run_pipeline,
     update_running_recap,
 )
+from autorecap.recap.backend import LLMError, RecapResult, SceneRecapRequest
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.openai_compat import OpenAICompatBackend
 from autorecap.sample import sample_chat_path, sample_scenes
 from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat
 from autorecap.testing import generate
-from tests.llm.conftest import LLMServer, Recorded, Scripted
+from tests.recap.conftest import LLMServer, Recorded, Scripted
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 
@@ -761,10 +761,8 @@ def test_run_pipeline_twice_adds_nothing(
 
 
 def test_evaluation_beats_the_recent_messages_baseline() -> None:
-    rows = evaluate(sizes=(300,), budgets=(500,), chats=1)
-    assert len(rows) == 1
-    row = rows[0]
-    assert (row.size, row.budget, row.chats) == (300, 500, 1)
-    assert row.facts > 0
-    assert row.memory_recall > row.baseline_recall
-    assert row.ratio > 1
+    corpus = from_generated(generate(300, seed=3), "narrated", "generated")
+    result = evaluate_chat(corpus, budgets=(500,))
+    assert result.breaks.true > 0
+    assert result.memory_recall[500] > result.baseline_recall[500]
+    assert result.memory_planted[500][0] > result.baseline_planted[500][0]

@@ -1,6 +1,6 @@
-"""Message recaps (`autorecap.recaps`): `recap_all` / `recap_message` store seed 004's keys on the
-message and its active swipe, honour the exclusion settings and user edits, survive failing
-backends; `MessageRecapper` keeps a `Session`'s recaps up to date; `build_request`."""
+"""Message recaps (`autorecap.recap.messages`): `recap_all` / `recap_message` store seed 004's
+keys on the message and its active swipe, honour the exclusion settings and user edits, survive
+failing backends; `MessageRecapper` keeps a `Session`'s recaps up to date; `build_request`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from autorecap import Chat, ManualClock, Settings, edit_memory, get_data, get_me
 from autorecap.core.data import NAMESPACE
 from autorecap.core.model import Message
 from autorecap.core.tokens import TokenCounter
-from autorecap.llm.base import LLMError, RecapBackend, RecapRequest, RecapResult
-from autorecap.llm.offline import OfflineBackend
-from autorecap.recaps import MessageRecapper, build_request, needs_recap, recap_all, recap_message
+from autorecap.recap.backend import LLMError, RecapBackend, RecapRequest, RecapResult
+from autorecap.recap.messages import build_request, needs_recap, recap_all, recap_message
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recapper import MessageRecapper
 from autorecap.session import Session
 from autorecap.testing import generate
 

@@ -12,8 +12,8 @@ from autorecap import get_data, read_chat
 from autorecap.core import running
 from autorecap.core.events import ManualClock
 from autorecap.core.scenes import break_indexes
-from autorecap.llm.offline import OfflineBackend
-from autorecap.recaps import MessageRecapper
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recapper import MessageRecapper
 from autorecap.sample import sample_chat_path
 from autorecap.session import Session
 from autorecap.settings import Settings

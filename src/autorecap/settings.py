@@ -138,6 +138,24 @@ class Settings(BaseModel):
     auto_scene_break_minimum_scene_length: int = Field(
         10, ge=1, description="Fewest messages in a scene."
     )
+    scene_max_messages: int = Field(
+        60,
+        ge=2,
+        le=100_000,
+        description="A scene with no break found closes after this many messages (at its "
+        "likeliest point), so that memory never waits for a break that does not come.",
+    )
+    scene_max_tokens: int = Field(
+        6000,
+        ge=200,
+        description="...or once its messages hold this many tokens, so that a scene always "
+        "fits the recap model's input.",
+    )
+    scene_break_detection: Literal["cues", "llm"] = Field(
+        "cues",
+        description="How breaks are found: the offline cues (any backend), or the cues and "
+        "the LLM (recap_backend openai).",
+    )
     # --- making recaps (issue: recap backends) ---
     recap_backend: Literal["offline", "openai"] = Field(
         "offline", description="Who writes recaps: the offline engine, or an OpenAI-compatible LLM."

@@ -18,7 +18,7 @@ from autorecap.core.data import get_data
 from autorecap.core.model import Chat
 from autorecap.jobs import JobQueue, Worker, enqueue_pipeline, handlers
 from autorecap.jobs.runner import ChatMovedError
-from autorecap.llm.offline import OfflineBackend
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 from autorecap.testing import generate_chat

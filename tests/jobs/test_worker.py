@@ -23,12 +23,12 @@ from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
-from autorecap.llm.base import LLMError, RecapRequest, RecapResult
-from autorecap.llm.offline import OfflineBackend
+from autorecap.recap.backend import LLMError, RecapRequest, RecapResult
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 from autorecap.testing import generate
-from tests.llm.conftest import Recorded, Scripted
+from tests.recap.conftest import Recorded, Scripted
 from tests.test_pipeline import (
     PROXY_VARIABLES,
     AnsweringServer,

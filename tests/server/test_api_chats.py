@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from autorecap.core.data import set_data
 from autorecap.core.slots import SHORT_KEY
 from autorecap.jobs.runner import WorkerStats
-from autorecap.llm.openai_compat import make_backend
 from autorecap.profiles import Profiles
+from autorecap.recap.backends import make_backend
 from autorecap.sample import sample_chat_path
 from autorecap.server import api_chats
 from autorecap.server.app import ServerConfig, create_app

@@ -13,8 +13,8 @@ import pytest
 from autorecap.core.data import edit_memory, get_data, get_memory
 from autorecap.core.slots import SCENE_KEY
 from autorecap.jobs.queue import JobQueue
-from autorecap.llm import make_backend
 from autorecap.profiles import Profiles
+from autorecap.recap.backends import make_backend
 from autorecap.server import freshness
 from autorecap.server.proxy import ChatRegistry
 from autorecap.store.sqlite import SQLiteStore

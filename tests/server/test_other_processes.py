@@ -18,9 +18,9 @@ from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.llm import make_backend
-from autorecap.llm.base import RecapBackend
 from autorecap.profiles import Profiles
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.backends import make_backend
 from autorecap.server import freshness
 from autorecap.server.proxy import ChatRegistry
 from autorecap.settings import Settings

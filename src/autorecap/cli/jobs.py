@@ -15,9 +15,9 @@ from autorecap.autosave import install_signal_handlers
 from autorecap.cli._app import app, err, out
 from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.llm.base import RecapBackend
-from autorecap.llm.openai_compat import make_backend
 from autorecap.profiles import Profiles, owner_settings_file
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.backends import make_backend
 from autorecap.settings import Settings
 from autorecap.store import SQLiteStore
 

@@ -32,9 +32,9 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.llm.openai_compat import make_backend
-from autorecap.pipeline import run_pipeline
 from autorecap.profiles import Profiles
+from autorecap.recap.backends import make_backend
+from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
 from autorecap.store import SQLiteStore
@@ -262,38 +262,66 @@ def _print_scenes(chat: object) -> None:
 
 @app.command("eval")
 def eval_command(
-    sizes: Annotated[str, typer.Option(help="Chat sizes, comma-separated.")] = "1000,2000",
-    budgets: Annotated[str, typer.Option(help="Token budgets, comma-separated.")] = "1000,2000",
-    chats: Annotated[int, typer.Option(help="Generated chats per size.", min=1)] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the first chat.")] = 0,
+    sets: Annotated[
+        str,
+        typer.Option(
+            "--sets", help="Which shipped chats: dev, heldout, generated (comma-separated)."
+        ),
+    ] = "dev,heldout,generated",
+    corpus: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--corpus",
+            help="Also a folder of chats: *.chat.txt scripts, or SillyTavern *.jsonl files each "
+            "with a NAME.truth.json beside it (repeatable).",
+        ),
+    ] = None,
+    budgets: Annotated[
+        str, typer.Option(help="Token budgets, comma-separated.")
+    ] = "1000,2000,4000",
+    proxy: Annotated[
+        bool, typer.Option(help="Also measure each chat as the proxy sees it (no names, no dates).")
+    ] = True,
+    seed: Annotated[int, typer.Option(help="Seed of the generated chats.")] = 0,
 ) -> None:
-    """recall@budget: the share of planted facts whose answer reaches the injected memory,
-    against keeping only the most recent messages that fit the same budget."""
-    from autorecap.evaluation import evaluate
+    """Memory quality per style of chat: scene breaks found (within 2 messages) and extra, and
+    the share of the answers to questions about each chat's past that the running recap holds
+    at each budget, against keeping the latest messages that fit the same budget."""
+    from autorecap.evaluation import by_style, evaluate_chats
+    from autorecap.evaluation.corpus import gather
 
     try:
-        size_list = [int(x) for x in sizes.split(",") if x.strip()]
         budget_list = [int(x) for x in budgets.split(",") if x.strip()]
     except ValueError:
-        raise AutorecapError("--sizes and --budgets take whole numbers, like 1000,2000") from None
-    rows = evaluate(
-        size_list,
-        budget_list,
-        chats=chats,
-        seed=seed,
-        progress=lambda text: err.print(f"[dim]{text}[/]"),
+        raise AutorecapError("--budgets takes whole numbers, like 1000,2000,4000") from None
+    if not budget_list or min(budget_list) < 50:
+        raise AutorecapError("--budgets takes whole numbers of at least 50, like 1000,2000,4000")
+    chats = gather(
+        [s.strip() for s in sets.split(",") if s.strip()], corpus or [], proxy=proxy, seed=seed
     )
-    table = Table(title="recall@budget (offline engine)")
-    for column in ("messages", "budget", "facts", "memory", "recent messages", "ratio"):
-        table.add_column(column, justify="right")
-    for row in rows:
+    if not chats:
+        raise AutorecapError("no chats to measure: check --sets and --corpus")
+    results = evaluate_chats(
+        chats, budgets=budget_list, progress=lambda text: err.print(f"[dim]{escape(text)}[/]")
+    )
+    table = Table(title="memory against the latest messages (offline engine)")
+    for column in ("style", "set", "chats", "messages", "breaks found", "extra"):
+        table.add_column(column, justify="left" if column in ("style", "set") else "right")
+    for budget in budget_list:
+        table.add_column(f"recall@{budget}\nmemory / latest", justify="right")
+    planted_at = 2000 if 2000 in budget_list else budget_list[0]
+    table.add_column(f"planted@{planted_at}", justify="right")
+    for row in sorted(by_style(results, budget_list), key=lambda r: (r.style, r.source)):
+        found, planted = row.memory_planted[planted_at]
         table.add_row(
-            str(row.size),
-            str(row.budget),
-            str(row.facts),
-            f"{row.memory_recall:.1%}",
-            f"{row.baseline_recall:.1%}",
-            f"{row.ratio:.1f}x",
+            row.style,
+            row.source,
+            str(row.chats),
+            str(row.messages),
+            f"{row.breaks.found}/{row.breaks.true} ({row.breaks.found_share:.0%})",
+            str(row.breaks.extra),
+            *(f"{row.memory_recall[b]:.0%} / {row.baseline_recall[b]:.0%}" for b in budget_list),
+            f"{found}/{planted}" if planted else "-",
         )
     out.print(table)
 

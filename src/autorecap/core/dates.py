@@ -1,36 +1,59 @@
-"""SillyTavern's `send_date` in all the forms real chat files use."""
+"""`send_date` in every form chat files use, read through python-dateutil.
+
+SillyTavern writes ISO strings (>= 1.14), "June 19, 2023 2:20pm" (before), "2023-4-21 @20h 02m
+47s 124ms" (1.2-1.8) or epoch milliseconds; importers and other tools write "1:56 pm on 8 May,
+2023", "8 May 2023 13:56", "2023/05/08 13:56:00" and more. The common forms take a fast path;
+anything else goes to dateutil's parser, and one chat repeats its forms, so results are cached.
+"""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
-# "2023-4-21 @20h 02m 47s 124ms" (ST 1.2-1.8 messages) and "2024-10-18@20h52m17s" (headers).
+from dateutil import parser as date_parser
+
+# "2023-4-21 @20h 02m 47s 124ms" (ST 1.2-1.8 messages) and "2024-10-18@20h52m17s" (headers):
+# SillyTavern's own, which no general parser reads.
 _HUMANIZED = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2}) ?@ ?(\d{1,2})h ?(\d{1,2})m ?(\d{1,2})s(?: ?(\d{1,3}) ?ms)?$"
 )
-# "June 19, 2023 2:20pm" (ST before 1.14).
-_LONG_FORMS = ("%B %d, %Y %I:%M%p", "%B %d, %Y %I:%M %p", "%b %d, %Y %I:%M%p")
+_NO_DATE = datetime(1970, 1, 1)
+"""What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
+today's date)."""
+_EPOCH_SECONDS_BELOW = 100_000_000_000
+"""A number below this is epoch seconds, not milliseconds (ms that small are before 1973)."""
 
 
 def parse_send_date(value: Any) -> datetime | None:
     """Read a `send_date` (or a header's `create_date`); None when it is missing or unreadable.
 
-    Epoch milliseconds and ISO strings give aware UTC datetimes. The humanized forms carry no time
-    zone (they are the writer's local time) and come back naive.
+    Epoch numbers and texts with a zone give aware datetimes; texts without one (the writer's
+    local time) come back naive: `as_utc` compares the two kinds.
     """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return _from_millis(float(value))
+        return _from_epoch(float(value))
     if not isinstance(value, str):
         return None
-    text = value.strip()
+    return _parse_text(value.strip())
+
+
+def as_utc(moment: datetime) -> datetime:
+    """An aware datetime; a naive one is taken as UTC (only differences between the messages of
+    one chat are compared, and one chat's naive dates share a zone)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(text: str) -> datetime | None:
     if not text:
         return None
     if text.isdigit():
-        return _from_millis(float(text))
+        return _from_epoch(float(text))
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -40,21 +63,21 @@ def parse_send_date(value: Any) -> datetime | None:
     match = _HUMANIZED.match(text)
     if match:
         year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-        millis = int(match.group(7) or 0)
         try:
-            return datetime(year, month, day, hour, minute, second, millis * 1000)
+            return datetime(year, month, day, hour, minute, second, int(match.group(7) or 0) * 1000)
         except ValueError:
             return None
-    for form in _LONG_FORMS:
-        try:
-            return datetime.strptime(text, form)
-        except ValueError:
-            continue
-    return None
-
-
-def _from_millis(millis: float) -> datetime | None:
     try:
-        return datetime.fromtimestamp(millis / 1000, tz=UTC)
+        parsed = date_parser.parse(text, default=_NO_DATE)
+    except (ValueError, OverflowError):
+        return None
+    # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.
+    return None if parsed.year == _NO_DATE.year and str(_NO_DATE.year) not in text else parsed
+
+
+def _from_epoch(number: float) -> datetime | None:
+    seconds = number if abs(number) < _EPOCH_SECONDS_BELOW else number / 1000
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None

@@ -2,7 +2,7 @@
 
 A scene ends on the message that carries `scene_break`; its data lives in that message's
 namespace: `scene_break`, `scene_break_visible`, `scene_break_name`, `scene_break_collapsed`,
-`auto_scene_break_checked`, `scene_recap_memory`, `scene_recap_versions`,
+`scene_break_cause`, `auto_scene_break_checked`, `scene_recap_memory`, `scene_recap_versions`,
 `scene_recap_current_index`, `scene_recap_hash`, `scene_recap_metadata`, `scene_recap_include`.
 """
 
@@ -85,11 +85,25 @@ def scene_name(message: Message, number: int, start: int, end: int) -> str:
     return str(name) if name else f"Scene {number + 1} ({start}-{end})"
 
 
-def mark_break(message: Message, name: str | None = None, *, visible: bool = True) -> None:
-    """Make `message` end a scene."""
+BREAK_CAUSES = ("cues", "llm", "length", "user")
+"""Why a break is where it is (`scene_break_cause`): the offline cues found it, the LLM did,
+the scene reached `scene_max_messages`/`scene_max_tokens` with no break, or the user put it."""
+
+
+def mark_break(
+    message: Message,
+    name: str | None = None,
+    *,
+    visible: bool = True,
+    cause: str | None = None,
+) -> None:
+    """Make `message` end a scene (`cause`: one of `BREAK_CAUSES`, kept as
+    `scene_break_cause`)."""
     values: dict[str, Any] = {"scene_break": True, "scene_break_visible": visible}
     if name is not None:
         values["scene_break_name"] = name
+    if cause is not None:
+        values["scene_break_cause"] = cause
     update_data(message, values)
 
 

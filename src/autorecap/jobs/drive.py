@@ -13,7 +13,7 @@ from autorecap.core.scenes import break_indexes, recap_versions
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.llm.base import RecapBackend
+from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 

@@ -17,15 +17,15 @@ from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
-from autorecap.llm.base import RecapBackend
 from autorecap.pacing import pause
-from autorecap.pipeline import (
+from autorecap.recap import (
     detect_scene_breaks,
     recap_scenes,
     scene_recap_due,
     update_running_recap,
 )
-from autorecap.recaps import build_request, needs_recap, store_result
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.messages import build_request, needs_recap, store_result
 from autorecap.settings import Settings
 
 if TYPE_CHECKING:

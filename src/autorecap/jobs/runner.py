@@ -30,9 +30,9 @@ from autorecap.core.names import character_key_of
 from autorecap.errors import AutorecapError
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
-from autorecap.llm.base import RecapBackend
 from autorecap.pacing import pausing
 from autorecap.profiles import Profiles
+from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.migrations import StaleChatError, UnknownChatError
 

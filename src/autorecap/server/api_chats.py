@@ -24,7 +24,7 @@ from autorecap.errors import ChatFileError, LineProblem
 from autorecap.jobs.handlers import MESSAGE_PRIORITY, enqueue_pipeline
 from autorecap.jobs.queue import JobError
 from autorecap.profiles import Profiles
-from autorecap.recaps import needs_recap
+from autorecap.recap.messages import needs_recap
 from autorecap.server.access import Scope, header_text
 from autorecap.server.api import Owner, Registry
 from autorecap.server.api_errors import (

@@ -33,8 +33,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
-from autorecap.llm.base import RecapBackend
-from autorecap.llm.openai_compat import make_backend
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.backends import make_backend
 from autorecap.server.access import KeyRing, header_text, request_scope
 from autorecap.server.api import api_router
 from autorecap.server.api_errors import http_error_response, validation_error_response

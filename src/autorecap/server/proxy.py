@@ -21,8 +21,8 @@ from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.llm.base import RecapBackend
 from autorecap.profiles import Profiles, owner_settings_file
+from autorecap.recap.backend import RecapBackend
 from autorecap.server.access import owner_of
 from autorecap.server.carry import carry_out, only_appends, outgoing_messages
 from autorecap.server.echo import (

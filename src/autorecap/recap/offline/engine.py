@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from autorecap.core.tokens import TokenCounter, get_counter
-from autorecap.llm.base import (
+from autorecap.pacing import pause
+from autorecap.recap.backend import (
     CombineRequest,
     RecapBackend,
     RecapRequest,
@@ -22,13 +23,12 @@ from autorecap.llm.base import (
     SceneBreakRequest,
     SceneRecapRequest,
 )
-from autorecap.llm.offline_scenes import (
+from autorecap.recap.offline.scenes import (
     fit_lines,
     pick_scene_starts,
     pick_sentences,
     score_scene_starts,
 )
-from autorecap.pacing import pause
 
 _SENTENCE = re.compile(r"[^.!?…]+(?:[.!?…]+[\"'”’)\]]*|$)")
 # Abbreviations whose full stop does not end a sentence ("Mr. Pell"): glued before splitting.

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from autorecap.core.data import get_data
 from autorecap.core.tokens import TokenCounter
-from autorecap.llm.base import RecapRequest
-from autorecap.llm.offline import OfflineBackend
-from autorecap.recaps import build_request, recap_all
+from autorecap.recap.backend import RecapRequest
+from autorecap.recap.messages import build_request, recap_all
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
 from autorecap.testing import generate
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from autorecap.core.template import render
-from autorecap.llm.base import (
+from autorecap.recap.backend import (
     CombineRequest,
     LLMError,
     RecapBackend,
@@ -356,33 +356,3 @@ def _error_detail(response: httpx.Response) -> str:
         if body.get("message"):
             return str(body["message"])
     return json.dumps(body)
-
-
-def make_backend(
-    settings: Settings, *, backend: str | None = None, **overrides: Any
-) -> RecapBackend:
-    """The backend the settings (or `backend`: offline|openai) ask for."""
-    from autorecap.llm.offline import OfflineBackend
-
-    choice = backend or settings.recap_backend
-    if choice == "offline":
-        return OfflineBackend()
-    if choice != "openai":
-        raise LLMError(f"unknown recap backend {choice!r}: use offline or openai")
-    options: dict[str, Any] = {
-        "base_url": settings.llm_base_url,
-        "model": settings.llm_model,
-        "api_key_env": settings.llm_api_key_env,
-        "temperature": settings.llm_temperature,
-        "max_tokens": settings.llm_max_tokens,
-        "timeout_s": settings.llm_timeout_s,
-        "retries": settings.llm_retries,
-        "message_prompt": settings.message_recap_prompt,
-        "scene_prompt": settings.scene_recap_prompt,
-        "running_prompt": settings.running_recap_prompt,
-        "break_prompt": settings.scene_break_prompt,
-        "break_retries": settings.scene_break_retries,
-        "prefill": settings.message_recap_prefill,
-    }
-    options.update({k: v for k, v in overrides.items() if v is not None})
-    return OpenAICompatBackend(**options)

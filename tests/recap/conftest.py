@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from autorecap.llm.openai_compat import OpenAICompatBackend
+from autorecap.recap.openai_compat import OpenAICompatBackend
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 

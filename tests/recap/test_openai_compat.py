@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autorecap.llm.base import ContextMessage, LLMError, RecapRequest
-from autorecap.llm.offline import OfflineBackend
-from autorecap.llm.openai_compat import (
+from autorecap.recap.backend import ContextMessage, LLMError, RecapRequest
+from autorecap.recap.backends import make_backend
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.openai_compat import (
     MAX_BACKOFF_S,
     OpenAICompatBackend,
     extract_json,
-    make_backend,
     split_reasoning,
 )
 from autorecap.settings import Settings

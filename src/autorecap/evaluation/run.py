@@ -1,0 +1,187 @@
+"""Run the memory on evaluation chats and measure it, per chat and per style.
+
+Each chat is recapped from scratch with the given settings (message recaps, scene detection,
+scene recaps), then folded into a running recap once per budget
+(`running_scene_recap_max_tokens`). The running recap is what memory injects; it is compared
+with the latest messages that fit the same budget.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autorecap.core import running
+from autorecap.core.data import NAMESPACE
+from autorecap.core.model import Chat
+from autorecap.core.scenes import break_indexes
+from autorecap.core.tokens import TokenCounter, get_counter
+from autorecap.evaluation.corpus import CorpusChat
+from autorecap.evaluation.measures import (
+    BreakMatch,
+    answer_recall,
+    latest_messages,
+    match_breaks,
+    planted_found,
+)
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.detection import detect_scene_breaks
+from autorecap.recap.messages import recap_all
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.running_recap import update_running_recap
+from autorecap.recap.scenes import recap_scenes
+from autorecap.settings import Settings
+
+BUDGETS = (1000, 2000, 4000)
+
+
+@dataclass
+class ChatResult:
+    """One chat's figures."""
+
+    corpus: CorpusChat
+    breaks: BreakMatch
+    memory: dict[int, str] = field(default_factory=dict)
+    """budget -> the running recap at that budget."""
+    memory_recall: dict[int, float] = field(default_factory=dict)
+    baseline_recall: dict[int, float] = field(default_factory=dict)
+    memory_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
+    baseline_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
+    chat_tokens: int = 0
+
+
+@dataclass
+class StyleRow:
+    """The figures of every chat of one style and source, pooled."""
+
+    style: str
+    source: str
+    chats: int
+    messages: int
+    breaks: BreakMatch
+    questions: int
+    memory_recall: dict[int, float]
+    baseline_recall: dict[int, float]
+    memory_planted: dict[int, tuple[int, int]]
+
+
+def copy_chat(chat: Chat) -> Chat:
+    """A deep copy of a chat (its messages as new Message objects)."""
+    fresh = Chat(chat_id=chat.id, header=copy.deepcopy(chat.header))
+    for message in chat.messages:
+        fresh.append(copy.deepcopy(dict(message)))
+    return fresh
+
+
+def fresh_copy(chat: Chat) -> Chat:
+    """A copy without any memory: no recaps, breaks or running recap (what a new user has)."""
+    fresh = copy_chat(chat)
+    fresh.metadata.pop("auto_recap_running_scene_recaps", None)
+    for message in fresh.messages:
+        extra = message.get("extra")
+        if isinstance(extra, dict):
+            extra.pop(NAMESPACE, None)
+        for info in message.get("swipe_info") or []:
+            if isinstance(info, dict) and isinstance(info.get("extra"), dict):
+                info["extra"].pop(NAMESPACE, None)
+    return fresh
+
+
+def evaluate_chat(
+    corpus: CorpusChat,
+    *,
+    budgets: Sequence[int] = BUDGETS,
+    backend: RecapBackend | None = None,
+    settings: Settings | None = None,
+    counter: TokenCounter | None = None,
+) -> ChatResult:
+    """Recap one chat from scratch and measure it at each budget."""
+    settings = settings or Settings()
+    counter = counter or get_counter(settings.tokenizer)
+    backend = backend or OfflineBackend(counter)
+    chat = fresh_copy(corpus.chat)
+    recap_all(chat, backend, settings, counter)
+    detect_scene_breaks(chat, backend, settings)
+    recap_scenes(chat, backend, settings, counter)
+    found = [index + 1 for index in break_indexes(chat.messages)]
+    result = ChatResult(corpus, match_breaks(corpus.scene_starts, found))
+    result.chat_tokens = sum(counter.count(m.text) for m in chat.messages)
+    for budget in budgets:
+        folded = copy_chat(chat)
+        update_running_recap(
+            folded,
+            backend,
+            settings.model_copy(update={"running_scene_recap_max_tokens": budget}),
+            counter,
+            now_ms=0,
+        )
+        version = running.current(folded)
+        memory = str(version.get("content", "")) if version else ""
+        baseline = latest_messages(chat.messages, budget, counter)
+        result.memory[budget] = memory
+        result.memory_recall[budget] = answer_recall(corpus.questions, memory)
+        result.baseline_recall[budget] = answer_recall(corpus.questions, baseline)
+        result.memory_planted[budget] = planted_found(corpus.questions, memory)
+        result.baseline_planted[budget] = planted_found(corpus.questions, baseline)
+    return result
+
+
+def evaluate_chats(
+    chats: Sequence[CorpusChat],
+    *,
+    budgets: Sequence[int] = BUDGETS,
+    backend: RecapBackend | None = None,
+    settings: Settings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[ChatResult]:
+    """`evaluate_chat` for each chat."""
+    results = []
+    for corpus in chats:
+        if progress is not None:
+            progress(f"{corpus.source}/{corpus.name} ({len(corpus.chat.messages)} messages)")
+        results.append(evaluate_chat(corpus, budgets=budgets, backend=backend, settings=settings))
+    return results
+
+
+def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) -> list[StyleRow]:
+    """Pool the results per (style, source): breaks summed, recall weighted by questions."""
+    groups: dict[tuple[str, str], list[ChatResult]] = {}
+    for result in results:
+        groups.setdefault((result.corpus.style, result.corpus.source), []).append(result)
+    rows = []
+    for (style, source), members in groups.items():
+        questions = sum(len(r.corpus.questions) for r in members)
+
+        rows.append(
+            StyleRow(
+                style,
+                source,
+                len(members),
+                sum(len(r.corpus.chat.messages) for r in members),
+                BreakMatch(
+                    sum(r.breaks.true for r in members),
+                    sum(r.breaks.found for r in members),
+                    sum(r.breaks.extra for r in members),
+                ),
+                questions,
+                {b: _pooled(members, lambda r: r.memory_recall, b) for b in budgets},
+                {b: _pooled(members, lambda r: r.baseline_recall, b) for b in budgets},
+                {
+                    b: (
+                        sum(r.memory_planted[b][0] for r in members),
+                        sum(r.memory_planted[b][1] for r in members),
+                    )
+                    for b in budgets
+                },
+            )
+        )
+    return rows
+
+
+def _pooled(
+    members: Sequence[ChatResult], pick: Callable[[ChatResult], dict[int, float]], budget: int
+) -> float:
+    """The chats' recall at `budget`, weighted by their number of questions."""
+    weight = sum(len(r.corpus.questions) for r in members) or 1
+    return sum(pick(r)[budget] * len(r.corpus.questions) for r in members) / weight

@@ -1,0 +1,215 @@
+"""Tier 2, scene detection: where scenes end, marked where ST-Auto-Recap keeps breaks.
+
+Breaks are looked for after the last one, leaving the newest `auto_scene_break_message_offset`
+messages alone and keeping scenes at least `auto_scene_break_minimum_scene_length` long; each
+examined message is marked `auto_scene_break_checked`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from autorecap.core.data import get_data, set_data
+from autorecap.core.model import Chat, Message
+from autorecap.core.scenes import break_indexes, mark_break
+from autorecap.core.tokens import get_counter
+from autorecap.pacing import pause
+from autorecap.recap.backend import RecapBackend, SceneBreakRequest, SceneMessage
+from autorecap.recap.offline.cues import (
+    BreakCandidate,
+    Turn,
+    pick_scene_starts,
+    score_scene_starts,
+)
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.settings import Settings
+
+_CAPITALISED = re.compile(r"\b[A-ZÀ-Ý][a-zà-ÿ]+(?:\s+[A-ZÀ-Ý][a-zà-ÿ]+)*")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
+_COMMON = frozenset(
+    {
+        "The",
+        "A",
+        "An",
+        "I",
+        "She",
+        "He",
+        "They",
+        "We",
+        "You",
+        "It",
+        "Captain",
+        "Mister",
+        "Mr",
+        "Mrs",
+        "Miss",
+        "Lady",
+        "Lord",
+        "Sir",
+        "God",
+        "Oh",
+    }
+)
+_WINDOW = 40
+_SCORE_CONTEXT = 50
+"""Messages before the scanned range that the scorer sees (its window, and typical pauses)."""
+
+
+def detect_scene_breaks(
+    chat: Chat,
+    backend: RecapBackend,
+    settings: Settings,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[int]:
+    """Find and mark scene breaks after the last one; returns the new break indexes.
+
+    The offline cues (`recap.offline.cues`) find breaks with any backend; an LLM backend is
+    asked too when `scene_break_detection` is "llm". A scene that runs past
+    `scene_max_messages` or `scene_max_tokens` with no break is closed at its most likely point
+    (`scene_break_cause: "length"`), so that memory never waits forever for a break."""
+    messages = chat.messages
+    existing = break_indexes(messages)
+    start = existing[-1] + 1 if existing else 0
+    end = len(messages) - 1 - settings.auto_scene_break_message_offset
+    minimum = settings.auto_scene_break_minimum_scene_length
+    if end - start + 1 < minimum:
+        return []
+    pause()
+    candidates = _candidates(messages, start, end)
+    starts = {
+        s: "cues"
+        for s in pick_scene_starts(
+            candidates,
+            count=len(messages),
+            minimum_length=minimum,
+            first_allowed=start + minimum,
+            last_allowed=end + 1,
+            existing_starts=[start] if start else [],
+        )
+    }
+    if settings.scene_break_detection == "llm" and not isinstance(backend, OfflineBackend):
+        for index in _llm_breaks(messages, backend, start, end, minimum, progress):
+            if all(abs(index + 1 - other) >= minimum for other in starts):
+                starts[index + 1] = "llm"
+    for forced in _length_limits(messages, sorted(starts), candidates, start, end, settings):
+        starts[forced] = "length"
+    found = sorted(s - 1 for s in starts)
+    first = start
+    for number, index in enumerate(found, start=len(existing)):
+        mark_break(
+            messages[index],
+            scene_title(messages[first : index + 1], number),
+            cause=starts[index + 1],
+        )
+        first = index + 1
+    for message in messages[start : end + 1]:
+        if not get_data(message, "auto_scene_break_checked"):
+            set_data(message, "auto_scene_break_checked", True)
+    if progress is not None:
+        progress(1, 1)
+    return found
+
+
+def _candidates(messages: list[Message], start: int, end: int) -> list[BreakCandidate]:
+    # Only the part after the last break is scored (with the scorer's window around it): a long
+    # chat's new messages cost what they are, not what the whole chat is.
+    low = max(0, start - _SCORE_CONTEXT)
+    part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
+    turns = [Turn(m.text, m.name, m.is_narrator, m.is_hidden, m.send_time) for m in part]
+    return [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
+
+
+def _length_limits(
+    messages: list[Message],
+    starts: list[int],
+    candidates: list[BreakCandidate],
+    start: int,
+    end: int,
+    settings: Settings,
+) -> list[int]:
+    """Scene starts that close scenes longer than the settings allow, each at the likeliest
+    message (the best-scoring one) between the minimum length and the limit."""
+    minimum = settings.auto_scene_break_minimum_scene_length
+    score = {c.index: c.score for c in candidates}
+    counter = get_counter(settings.tokenizer)
+    forced: list[int] = []
+    bounds = [start, *starts, end + 1]
+    for first, following in itertools.pairwise(bounds):
+        scene_start = first
+        while True:
+            limit = scene_start
+            tokens = 0
+            while limit < following and limit - scene_start < settings.scene_max_messages:
+                tokens += counter.count(messages[limit].text)
+                if tokens > settings.scene_max_tokens and limit - scene_start >= minimum:
+                    break
+                limit += 1
+            if limit >= following or limit - scene_start < minimum:
+                break  # the scene fits (or cannot be cut at the minimum length)
+            # `limit` is the first message past the allowance: cut at or before it.
+            choices = range(scene_start + minimum, limit + 1)
+            best = max(choices, key=lambda i: (score.get(i, 0.0), i))
+            if following - best < minimum and following <= end:
+                best = max(scene_start + minimum, following - minimum)
+                if best - scene_start < minimum:
+                    break
+            forced.append(best)
+            scene_start = best
+    return forced
+
+
+def _llm_breaks(
+    messages: list[Message],
+    backend: RecapBackend,
+    start: int,
+    end: int,
+    minimum: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[int]:
+    found: list[int] = []
+    cursor = start
+    while end - cursor + 1 >= minimum:
+        window_end = min(end + 1, cursor + _WINDOW)
+        window = tuple(
+            SceneMessage(i, messages[i].name, messages[i].text)
+            for i in range(cursor, min(len(messages), window_end + 1))
+            if not messages[i].is_hidden
+        )
+        earliest = cursor + minimum - 1
+        latest = min(end, window_end - 1)
+        if earliest > latest:
+            break
+        index = backend.find_scene_break(SceneBreakRequest(window, earliest, latest))
+        if index is not None and earliest <= index <= latest:
+            found.append(index)
+            cursor = index + 1
+        else:
+            cursor = max(cursor + 1, latest - minimum + 2)
+        if progress is not None:
+            progress(cursor - start, end - start + 1)
+    return found
+
+
+def scene_title(messages: list[Message], number: int) -> str:
+    """A name for a scene: the name or place it mentions most (capitalised words inside a
+    sentence, not the speakers)."""
+    speakers = {m.name for m in messages} | {w for m in messages for w in m.name.split()}
+    counts: Counter[str] = Counter()
+    for message in messages:
+        for sentence in _SENTENCE_SPLIT.split(message.text.replace("*", "")):
+            for match in _CAPITALISED.finditer(sentence):
+                phrase = match.group(0)
+                if match.start() == len(sentence) - len(sentence.lstrip(" \"'“(")):
+                    continue  # the sentence's first word is capitalised anyway
+                words = phrase.split()
+                if phrase in speakers or words[0] in speakers or words[0] in _COMMON:
+                    continue
+                counts[phrase] += 1
+    if counts:
+        place, _ = max(counts.items(), key=lambda item: (item[1], len(item[0])))
+        return f"Scene {number + 1}: {place}"
+    return f"Scene {number + 1}"

@@ -1,0 +1,179 @@
+"""Tier 1, message recaps: made by a backend, stored with seed 004's keys on the message's active
+swipe.
+
+Every message that passes the exclusion criteria gets a recap (`memory`, with `reasoning` and
+`prefill` when the backend gives them). A failure stores `error` and the chat goes on. A recap
+the user edited (`edited`) is never overwritten unless forced.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from autorecap.core.data import get_data, get_memory, update_data
+from autorecap.core.memory import check_message_exclusion
+from autorecap.core.model import Chat, Message
+from autorecap.core.names import character_name_of, user_name_of
+from autorecap.core.tokens import TokenCounter
+from autorecap.errors import AutorecapError
+from autorecap.recap.backend import ContextMessage, RecapBackend, RecapRequest, RecapResult
+from autorecap.settings import Settings
+
+log = logging.getLogger("autorecap")
+
+
+@dataclass
+class RecapStats:
+    """What a batch of message recaps did."""
+
+    made: int = 0
+    skipped: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def build_request(
+    chat: Chat, index: int, settings: Settings, counter: TokenCounter
+) -> RecapRequest:
+    """The request for message `index`: its text, author, and the messages just before it."""
+    message = chat.messages[index]
+    before = [
+        m
+        for m in chat.messages[max(0, index - settings.message_recap_context_messages) : index]
+        if not m.is_hidden
+    ]
+    earlier = [get_memory(m) for m in chat.messages[max(0, index - 2) : index]]
+    return RecapRequest(
+        text=message.text,
+        name=message.name,
+        user=user_name_of(chat),
+        char=character_name_of(chat),
+        context=tuple(ContextMessage(m.name, m.text) for m in before),
+        earlier_recaps=tuple(r for r in earlier if r),
+        max_tokens=settings.message_recap_max_tokens,
+    )
+
+
+def needs_recap(
+    message: Message,
+    settings: Settings,
+    counter: TokenCounter,
+    group_id: str | None = None,
+    *,
+    force: bool = False,
+) -> bool:
+    """True when the message should get a (new) recap."""
+    if not check_message_exclusion(message, settings, counter, group_id):
+        return False
+    if not message.text.strip():
+        return False
+    if get_data(message, "edited") and not force:
+        return False
+    return force or not get_memory(message) or bool(get_data(message, "error"))
+
+
+def recap_message(
+    chat: Chat,
+    index: int,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    force: bool = False,
+    group_id: str | None = None,
+) -> bool | None:
+    """Recap message `index`: True when a recap was stored, False when it failed (its `error`
+    was stored), None when the message needs none."""
+    message = chat.messages[index]
+    if not needs_recap(message, settings, counter, group_id, force=force):
+        return None
+    request = build_request(chat, index, settings, counter)
+    try:
+        result = backend.message_recap(request)
+    except AutorecapError as error:
+        store_result(message, error)
+        log.warning("recap of message %d failed: %s", index, error)
+        return False
+    store_result(message, result)
+    return True
+
+
+def recap_all(
+    chat: Chat,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    force: bool = False,
+    group_id: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    concurrency: int = 1,
+) -> RecapStats:
+    """Recap every message that needs one, oldest first; `progress(done, total)` counts those
+    messages (`(0, 0)` when none needs one). With `concurrency > 1` the backend
+    is called that many times at once (LLM calls are independent); results are stored in
+    message order on this thread, so a chat is only ever written by one thread."""
+    stats = RecapStats()
+    total = len(chat.messages)
+    todo = [
+        i
+        for i, m in enumerate(chat.messages)
+        if needs_recap(m, settings, counter, group_id, force=force)
+    ]
+    stats.skipped = total - len(todo)
+    if not todo:
+        if progress is not None:
+            progress(0, 0)  # nothing to do: done
+        return stats
+    if concurrency <= 1 or len(todo) <= 1:
+        for done, index in enumerate(todo, start=1):
+            outcome = recap_message(
+                chat, index, backend, settings, counter, force=force, group_id=group_id
+            )
+            _count(stats, chat, index, outcome)
+            if progress is not None:
+                progress(done, len(todo))
+        return stats
+    requests = {i: build_request(chat, i, settings, counter) for i in todo}
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="autorecap-llm") as pool:
+        futures = {index: pool.submit(backend.message_recap, requests[index]) for index in todo}
+        for done, index in enumerate(todo, start=1):
+            try:
+                result: RecapResult | AutorecapError = futures[index].result()
+            except AutorecapError as error:
+                result = error
+            store_result(chat.messages[index], result)
+            _count(stats, chat, index, not isinstance(result, AutorecapError))
+            if progress is not None:
+                progress(done, len(todo))
+    return stats
+
+
+def store_result(message: Message, result: RecapResult | AutorecapError) -> None:
+    """Store a recap (seed 004's keys), or the error that stopped it."""
+    if isinstance(result, AutorecapError):
+        update_data(message, {"error": str(result)})
+        return
+    update_data(
+        message,
+        {
+            "memory": result.memory,
+            "error": None,
+            "reasoning": result.reasoning,
+            "prefill": result.prefill,
+            "edited": False,
+        },
+    )
+
+
+def _count(stats: RecapStats, chat: Chat, index: int, outcome: bool | None) -> None:
+    if outcome is None:
+        stats.skipped += 1
+    elif outcome:
+        stats.made += 1
+    else:
+        stats.failed += 1
+        stats.errors.append(f"message {index}: {get_data(chat.messages[index], 'error')}")

@@ -1,0 +1,1 @@
+"""The offline engine: recaps and scene breaks with no model at all."""

@@ -1,0 +1,404 @@
+"""Where scenes start, from the cues that mark a new scene in chats of every kind. No model.
+
+Each message after the first gets a score from the cues it shows, and the strongest ones, at
+least a minimum scene length apart, become scene starts (`pick_scene_starts`). The cues:
+
+- **a pause** between two messages, in absolute terms (an hour counts a little, a day a lot,
+  whatever the rest of the chat looks like), and, where a chat's messages are usually close
+  together, relative to its usual pace;
+- **a time phrase** opening the message ("The next morning", "Three days later", "That night");
+- **a separator or heading** ("* * *", "---", "[Time skip]", "Chapter 3");
+- **an out-of-character request** to skip ahead, just before ("(OOC: let's skip to the city)");
+- **a narrator** stepping in;
+- **a session opening**: a greeting, or a catch-up ("since we last talked"), after a closing
+  ("talk soon!") or on its own;
+- **a new place**: the opening names a place (a tavern, the docks, Port Anvil) that the last
+  messages did not, or tells of arriving somewhere;
+- **a change of cast**: other speakers before and after (group chats);
+- **a change of topic**: the words of the messages after differ from those before, measured
+  as a dip in similarity against the peaks around it (TextTiling).
+
+A pause, a time phrase, a separator or a skip request is enough on its own; weaker cues count
+when they come together. The names and dates that a chat lacks (the proxy sees neither) simply
+give no cue.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from autorecap.core.dates import as_utc
+from autorecap.pacing import pause
+
+THRESHOLD = 3.0
+"""The score a message needs to open a scene."""
+
+_MARKUP = re.compile(r"[*_~`\"“”„«»]+")
+_SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[a-zà-öø-ÿ][a-zà-öø-ÿ'’-]*")
+_NUMBER_WORD = (
+    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|several|some|many"
+    r"|a\s+few|a\s+couple(?:\s+of)?|\d+)"
+)
+_TIME_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?|shifts?|moons?|seasons?)"
+_DAYPART = r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day)"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_TIME_PHRASE = re.compile(
+    r"^\W*(?:"
+    rf"(?:by\s+|on\s+|early\s+|late\s+)?the\s+(?:next|following)\s+(?:{_DAYPART}|week|month)"
+    rf"|the\s+(?:{_DAYPART}|day|week)\s+after"
+    rf"|(?:\w+\s+){{0,5}}later\b"
+    rf"|(?:after|over)\s+{_NUMBER_WORD}\s+{_TIME_UNIT}"
+    rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:pass|go\s+by|went\s+by|have\s+passed|on|after)"
+    r"|(?:some|much)\s+time\s+(?:later|passes|has\s+passed)"
+    rf"|(?:later|early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
+    rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
+    rf"|(?:at|by|around|before|after|come|toward|towards|near)\s+(?:{_DAYPART}|sunrise|sunset"
+    r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
+    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
+    r"|(?:meanwhile|elsewhere|afterwards?|eventually|in\s+the\s+meantime)\b"
+    r"|by\s+the\s+time\b|when\s+(?:morning|evening|night|dawn|the\s+sun)\s+(?:comes|came|breaks)"
+    r"|(?:on\s+)?the\s+(?:\w+-)?\w+(?:st|nd|rd|th)\s+of\s+\w+"
+    rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
+    r")",
+    re.IGNORECASE,
+)
+_SEPARATOR = re.compile(
+    r"^\s*(?:(?:[-*_=~#•·.⁂]\s*){3,}|⁂"
+    r"|[\[(<]?\s*(?:time\s*-?\s*skip|scene(?:\s+\d+)?\s*[:\]]|location\s*:|chapter\s+\w+"
+    r"|part\s+\w+\s*[:\]]|day\s+\d+\s*[:\]—-]|end\s+of\s+(?:scene|chapter|day)|new\s+scene)"
+    r")",
+    re.IGNORECASE,
+)
+_OUT_OF_CHARACTER = re.compile(r"\booc\b|\(\(|\[\[|//", re.IGNORECASE)
+_SKIP_REQUEST = re.compile(
+    r"\b(?:skip|time\s*-?\s*skip|fast\s*-?\s*forward|jump\s+(?:ahead|forward|to)"
+    r"|(?:next|new)\s+scene|move\s+on|cut\s+to|later\s+that|the\s+next\s+(?:day|morning))",
+    re.IGNORECASE,
+)
+_GREETING = re.compile(
+    r"^\W*(?:hey+|hi+|hello+|heya|hiya|howdy|yo+|hallo|hola|greetings|morning|evening"
+    r"|good\s+(?:morning|afternoon|evening|day))\b",
+    re.IGNORECASE,
+)
+_CATCH_UP = re.compile(
+    r"\b(?:long\s+time\s+no\s+(?:see|talk|chat)|(?:it'?s|it\s+has|has\s+been|it'?s\s+been|been)"
+    r"\s+(?:a\s+(?:while|minute|bit)|ages|forever|too\s+long|so\s+long)"
+    r"|since\s+(?:we\s+)?(?:last\s+)?(?:talked|spoke|chatted|caught\s+up)"
+    r"|last\s+time\s+we\s+(?:talked|spoke|chatted)|how\s+(?:have|'ve)\s+you\s+been"
+    r"|catch\s+(?:you\s+)?up|what'?s\s+new|how(?:'s|\s+is|\s+was)\s+(?:your|the)\s+(?:week|weekend"
+    r"|trip|day|month))",
+    re.IGNORECASE,
+)
+_CLOSING = re.compile(
+    r"\b(?:bye+|goodbye|good\s*night|nighty?\s*night|night\s*!|see\s+(?:you|ya)|talk\s+(?:to\s+you"
+    r"\s+)?(?:soon|later|tomorrow)|ttyl|take\s+care|gotta\s+(?:go|run)|have\s+(?:a\s+)?(?:good"
+    r"|great|nice|lovely)\s+(?:night|day|evening|one|weekend|week)|catch\s+you\s+later|cya"
+    r"|sleep\s+well|sweet\s+dreams|until\s+next\s+time|speak\s+soon|love\s+you|xx+)\b",
+    re.IGNORECASE,
+)
+_ARRIVAL = re.compile(
+    r"\b(?:arriv\w*|reach(?:es|ed)?\s+the|enter(?:s|ed)?\s+the|steps?\s+(?:into|inside|out)"
+    r"|stepped\s+(?:into|inside|out)|pull(?:s|ed)?\s+(?:into|up\s+(?:to|at|outside))"
+    r"|ma(?:k|d)e\s+it\s+to|back\s+(?:at|in|home|on\s+the)|return(?:s|ed)?\s+to"
+    r"|sets?\s+out|head(?:s|ed)?\s+(?:to|for|out)|walk(?:s|ed)?\s+into|find\s+(?:yourselves"
+    r"|themselves|ourselves|yourself)|here\s+we\s+are|so\s+this\s+is|we'?re\s+here)\b",
+    re.IGNORECASE,
+)
+_PLACE_NAME = re.compile(
+    r"\b(?:in|at|into|to|reach(?:es|ed)?|toward|towards|outside|inside|near|from)\s+"
+    r"((?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
+)
+PLACES = frozenset(
+    """
+    airport alley apartment arena attic bakery balcony ballroom bank bar barn barracks basement
+    bathroom bay beach bedroom bench boat bookshop bookstore bridge cabin cafe café camp camper
+    campus canal canyon car castle cathedral cave cellar chapel church cinema city classroom
+    cliff clinic club coast cockpit corridor cottage court courthouse courtroom courtyard crypt
+    deck den desert diner dock docks dorm dungeon estate factory farm ferry field forest forge
+    fortress garage garden gate graveyard gym hall hallway hangar harbor harbour highway hill
+    home hospital hostel hotel house hut inn island jail kitchen lab laboratory lake library
+    lighthouse lobby lodge manor market meadow mill mine monastery motel mountain museum office
+    orchard palace park parlor parlour pass path pier platform plaza pond port precinct prison
+    pub quarters ranch restaurant river road roof rooftop room ruins saloon school shop shore
+    shrine square stable stables stadium station store street studio suite swamp tavern temple
+    tent theater theatre tower town trail train tunnel valley village vineyard warehouse ward
+    woods workshop yard
+    """.split()
+)
+"""Kinds of place: an opening that names one the last messages did not is a cue."""
+_STOP = frozenset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further get gets got had hadn't has hasn't
+    have haven't having he he'd he'll he's her here here's hers herself him himself his how how's
+    i i'd i'll i'm i've if in into is isn't it it's its itself just let's like me more most much
+    my myself no nor not now of off oh ok okay on once one only or other ought our ours ourselves
+    out over own really same say said says she she'd she'll she's should shouldn't so some such
+    than that that's the their theirs them themselves then there there's these they they'd
+    they'll they're they've this those through to too under until up very was wasn't we we'd
+    we'll we're we've were weren't what what's when when's where where's which while who who's
+    whom why why's will with won't would wouldn't yeah yes you you'd you'll you're you've your
+    yours yourself yourselves
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the cues read of one message."""
+
+    text: str
+    speaker: str = ""
+    narrator: bool = False
+    hidden: bool = False
+    time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BreakCandidate:
+    """A message that may open a new scene: its score and the cues that gave it."""
+
+    index: int
+    score: float
+    cues: tuple[str, ...] = ()
+
+    @property
+    def cue(self) -> bool:
+        """True when a cue strong enough on its own fired."""
+        return any(c in _STRONG for c in self.cues)
+
+
+_STRONG = frozenset({"pause", "time", "separator", "skip"})
+
+
+def score_scene_starts(turns: Sequence[Turn], *, window: int = 5) -> list[BreakCandidate]:
+    """How likely each message is to open a new scene (index 0 never is)."""
+    count = len(turns)
+    if count < 2:
+        return []
+    openings = [_opening(turn.text) for turn in turns]
+    bags = [_content(turn.text) for turn in turns]
+    topic = _topic_dips(bags, window)
+    gaps = _gaps(turns)
+    typical = _typical_gap(gaps)
+    scored: list[BreakCandidate] = []
+    for index in range(1, count):
+        if index % 128 == 0:
+            pause()
+        turn, before = turns[index], turns[index - 1]
+        cues: dict[str, float] = {}
+        gap = gaps[index]
+        if gap is not None and gap > 0:
+            cues["pause"] = _pause_score(gap, typical)
+        opening = openings[index]
+        if _TIME_PHRASE.search(opening):
+            cues["time"] = 3.0
+        if _SEPARATOR.search(turn.text):
+            cues["separator"] = 3.5
+        if before.hidden and _OUT_OF_CHARACTER.search(before.text):
+            if _SKIP_REQUEST.search(before.text):
+                cues["skip"] = 3.0
+        elif _OUT_OF_CHARACTER.search(turn.text[:80]) and _SKIP_REQUEST.search(turn.text[:200]):
+            cues["skip"] = 2.0
+        if turn.narrator and not before.narrator:
+            cues["narrator"] = 1.5
+        cues.update(_session_cues(opening, turn, before, openings[index - 1]))
+        place = _place_score(turn.text, opening, turns[max(0, index - 8) : index])
+        if place:
+            cues["place"] = place
+        cast = _cast_change(turns, index, window)
+        if cast:
+            cues["cast"] = cast
+        if topic[index]:
+            cues["topic"] = topic[index]
+        kept = {name: value for name, value in cues.items() if value > 0}
+        score = sum(kept.values())
+        scored.append(BreakCandidate(index, score, tuple(sorted(kept, key=lambda k: -kept[k]))))
+    return scored
+
+
+def pick_scene_starts(
+    candidates: Sequence[BreakCandidate],
+    *,
+    count: int,
+    minimum_length: int,
+    threshold: float = THRESHOLD,
+    first_allowed: int = 1,
+    last_allowed: int | None = None,
+    existing_starts: Sequence[int] = (),
+) -> list[int]:
+    """The best candidates at or above the threshold, each at least `minimum_length` messages
+    from another start (and from the chat's ends), strongest first."""
+    last = count - 1 if last_allowed is None else last_allowed
+    chosen: list[int] = list(existing_starts)
+    for candidate in sorted(candidates, key=lambda c: (-c.score, c.index)):
+        if candidate.score < threshold:
+            break
+        index = candidate.index
+        if not first_allowed <= index <= last or index < minimum_length:
+            continue
+        if any(abs(index - other) < minimum_length for other in chosen):
+            continue
+        chosen.append(index)
+    return sorted(set(chosen) - set(existing_starts))
+
+
+def _opening(text: str) -> str:
+    """The start of a message as the cues read it: markup and leading blanks gone."""
+    return _SPACE.sub(" ", _MARKUP.sub("", text[:400])).strip()[:220]
+
+
+def _content(text: str) -> Counter[str]:
+    """The message's content words (plurals folded), for the topic cue."""
+    bag: Counter[str] = Counter()
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 3 or word in _STOP:
+            continue
+        if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        bag[word] += 1
+    return bag
+
+
+def _gaps(turns: Sequence[Turn]) -> list[float | None]:
+    gaps: list[float | None] = [None]
+    previous: datetime | None = None
+    for turn in turns[1:]:
+        current = turn.time
+        gaps.append(
+            (as_utc(current) - as_utc(previous)).total_seconds()
+            if current is not None and previous is not None
+            else None
+        )
+        previous = current if current is not None else previous
+    if turns and turns[0].time is not None:
+        gaps[1:2] = gaps[1:2]  # the first gap is measured from message 0 as above
+    return gaps
+
+
+def _typical_gap(gaps: Sequence[float | None]) -> float | None:
+    """The median pause between messages, when most messages have one (a chat exported by
+    session gives its messages one time each: then there is no usual pace)."""
+    positive = sorted(g for g in gaps if g is not None and g > 0)
+    if len(positive) < max(8, len(gaps) // 2):
+        return None
+    return positive[len(positive) // 2]
+
+
+def _pause_score(gap: float, typical: float | None) -> float:
+    """Half an hour: a hint; three hours: enough alone; a day or more: certain."""
+    absolute = 0.0 if gap < 20 * 60 else min(4.5, 1.0 + 1.6 * math.log10(gap / 1200))
+    relative = 0.0
+    if typical:
+        relative = max(0.0, min(1.5, 0.75 * (math.log10(gap / typical) - 1.0)))
+    return absolute + relative
+
+
+def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -> dict[str, float]:
+    cues: dict[str, float] = {}
+    greeting = bool(_GREETING.search(opening))
+    replied = bool(_GREETING.search(opening_before)) and before.speaker != turn.speaker
+    if greeting and not replied:  # the answer to a greeting opens nothing
+        cues["greeting"] = 1.6
+    if _CATCH_UP.search(opening[:160]) and not _CATCH_UP.search(opening_before[:160]):
+        cues["catch-up"] = 1.6
+    if _CLOSING.search(before.text[-120:]) and (greeting or cues.get("catch-up")):
+        cues["closing"] = 1.2
+    elif _CLOSING.search(before.text[-60:]) and before.speaker != turn.speaker:
+        cues["closing"] = 0.6
+    return cues
+
+
+def _place_score(text: str, opening: str, recent: Sequence[Turn]) -> float:
+    first = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0].lower()
+    seen = " ".join(t.text.lower() for t in recent)
+    score = 0.0
+    for word in _WORD.findall(first):
+        singular = word[:-1] if word.endswith("s") and word[:-1] in PLACES else word
+        if singular in PLACES and singular not in seen:
+            score = 1.2
+            break
+    for match in _PLACE_NAME.finditer(_MARKUP.sub("", text[:300])):
+        name = match.group(1).removeprefix("the ")
+        if name.lower() not in seen and len(name) > 2:
+            score += 0.8
+            break
+    if _ARRIVAL.search(opening[:160]):
+        score += 0.8
+    return score
+
+
+def _cast_change(turns: Sequence[Turn], index: int, window: int) -> float:
+    before = {t.speaker for t in turns[max(0, index - window) : index] if not t.hidden}
+    after = {t.speaker for t in turns[index : index + window] if not t.hidden}
+    if len(before | after) <= 2 or not before or not after:
+        return 0.0  # two people talking: their turns say nothing of scenes
+    overlap = len(before & after) / len(before | after)
+    return round(1.5 * (1.0 - overlap), 2) if overlap < 0.75 else 0.0
+
+
+def _topic_dips(bags: Sequence[Counter[str]], window: int) -> list[float]:
+    """A score from 0 to 1.5 per message for how deep the similarity of the words before and
+    after it dips below the peaks on either side (TextTiling's depth score), relative to the
+    chat's own dips."""
+    count = len(bags)
+    documents: Counter[str] = Counter()
+    for bag in bags:
+        documents.update(bag.keys())
+    weight = {w: math.log((count + 1) / (n + 0.5)) for w, n in documents.items()}
+    similarity = [0.0] * count
+    left: Counter[str] = Counter()
+    right: Counter[str] = Counter()
+    for bag in bags[:window]:
+        right.update(bag)
+    for index in range(1, count):
+        left.update(bags[index - 1])
+        if index - 1 - window >= 0:
+            left.subtract(bags[index - 1 - window])
+        right.subtract(bags[index - 1])
+        if index + window - 1 < count:
+            right.update(bags[index + window - 1])
+        similarity[index] = _cosine(left, right, weight)
+    depths = [0.0] * count
+    for index in range(1, count):
+        value = similarity[index]
+        peak_left = value
+        for j in range(index - 1, 0, -1):
+            if similarity[j] < peak_left:
+                break
+            peak_left = similarity[j]
+        peak_right = value
+        for j in range(index + 1, count):
+            if similarity[j] < peak_right:
+                break
+            peak_right = similarity[j]
+        depths[index] = (peak_left - value) + (peak_right - value)
+    positive = [d for d in depths if d > 0]
+    if len(positive) < 3:
+        return [0.0] * count
+    mean = sum(positive) / len(positive)
+    spread = math.sqrt(sum((d - mean) ** 2 for d in positive) / len(positive)) or 1.0
+    return [round(max(0.0, min(1.5, 0.75 * (d - mean) / spread)), 3) for d in depths]
+
+
+def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    dot = 0.0
+    for word, n in a.items():
+        if n > 0:
+            m = b.get(word, 0)
+            if m > 0:
+                dot += n * m * weight[word] ** 2
+    if not dot:
+        return 0.0
+    norm_a = math.sqrt(sum((n * weight[w]) ** 2 for w, n in a.items() if n > 0))
+    norm_b = math.sqrt(sum((n * weight[w]) ** 2 for w, n in b.items() if n > 0))
+    return dot / (norm_a * norm_b) if norm_a and norm_b else 0.0
