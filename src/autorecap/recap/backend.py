@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import date
 
 from autorecap.errors import AutorecapError
 
@@ -39,6 +40,9 @@ class RecapRequest:
     earlier_recaps: tuple[str, ...] = ()
     """Recaps of the messages just before, so that the offline engine can skip repeats."""
     max_tokens: int = 80
+    day: date | None = None
+    """The day the message was written, when the chat's dates are the story's own (a chat
+    across days of sessions): "yesterday" in it can then be made a date."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class SceneMessage:
     name: str
     text: str
     recap: str = ""
+    narrator: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class SceneRecapRequest:
     user: str = "User"
     char: str = "Assistant"
     max_tokens: int = 200
+    day: date | None = None
+    """The scene's day, when the chat's dates are the story's own (see `RecapRequest.day`)."""
+    place: str = ""
+    """Where the scene happens, when its opening says so."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ except the latest `running_scene_recap_exclude_latest`, which wait. The result i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from autorecap.core import running
@@ -15,7 +14,6 @@ from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
 from autorecap.recap.backend import CombineRequest, RecapBackend
 from autorecap.recap.offline.engine import OfflineBackend, cut_to
-from autorecap.recap.offline.scenes import fit_lines
 from autorecap.settings import Settings
 
 
@@ -77,22 +75,14 @@ def update_running_recap(
 
 def enforce_cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Hold a recap under `max_tokens`: its oldest lines are shortened first, then dropped;
-    the last (newest) line is only ever shortened, keeping its start (its scene label)."""
+    the last (newest) line is only shortened when it alone is too long."""
     if counter.count(text) <= max_tokens:
         return text
+    engine = OfflineBackend(counter)
     lines = [line for line in text.splitlines() if line.strip()]
-    shrinker = OfflineBackend(counter)
     if len(lines) > 1:
-        lines = fit_lines(lines, max_tokens, counter, shrinker.shrink_line)
+        lines = engine.fit(lines, max_tokens)
     joined = "\n".join(lines)
     if counter.count(joined) <= max_tokens:
         return joined
-    # The newest line alone is too long: keep its first sentence (label and all), then what
-    # else fits, in order; cut characters when even the first sentence does not fit.
-    newest = lines[-1]
-    sentences = re.split(r"(?<=[.!?…])\s+", newest)
-    kept = [sentences[0]]
-    for sentence in sentences[1:]:
-        if counter.count(" ".join([*kept, sentence])) <= max_tokens:
-            kept.append(sentence)
-    return cut_to(" ".join(kept), max_tokens, counter)
+    return cut_to(engine.shorten(joined, max_tokens), max_tokens, counter)

@@ -3,9 +3,11 @@ changed) gets a new recap version, unless the user wrote the current one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import date, timedelta
 
 from autorecap.core.data import get_data, get_memory
+from autorecap.core.dates import as_utc
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.scenes import Scene, add_recap_version, content_hash, scenes
@@ -13,8 +15,12 @@ from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
 from autorecap.recap.backend import RecapBackend, SceneMessage, SceneRecapRequest
+from autorecap.recap.offline.cues import place_of
 from autorecap.recap.running_recap import enforce_cap
 from autorecap.settings import Settings
+
+DAY_PAUSE_H = 6
+"""A pause this long before a scene makes its first message's date the scene's day."""
 
 
 def recap_scenes(
@@ -43,7 +49,7 @@ def recap_scenes(
             continue
         request = SceneRecapRequest(
             messages=tuple(
-                SceneMessage(scene.start + i, m.name, m.text, get_memory(m))
+                SceneMessage(scene.start + i, m.name, m.text, get_memory(m), m.is_narrator)
                 for i, m in enumerate(members)
                 if not m.is_hidden or get_memory(m)
             ),
@@ -51,6 +57,8 @@ def recap_scenes(
             user=user_name_of(chat),
             char=character_name_of(chat),
             max_tokens=settings.scene_recap_max_tokens,
+            day=scene_day(chat.messages, scene.start),
+            place=place_of([m.text for m in members[:3]], [m.name for m in members]),
         )
         try:
             result = backend.scene_recap(request)
@@ -68,6 +76,22 @@ def recap_scenes(
         if progress is not None:
             progress(done, len(closed))
     return made
+
+
+def scene_day(messages: Sequence[Message], start: int) -> date | None:
+    """The day a scene starting at `start` happened, when the chat's dates tell it: the scene
+    opens after a pause of `DAY_PAUSE_H` hours or more (a new session, days or weeks after the
+    last). Within an evening of play, the clock says nothing of the story's days."""
+    opened = messages[start].send_time
+    if opened is None:
+        return None
+    earlier = next(
+        (m.send_time for m in reversed(messages[max(0, start - 5) : start]) if m.send_time),
+        None,
+    )
+    if earlier is not None and as_utc(opened) - as_utc(earlier) < timedelta(hours=DAY_PAUSE_H):
+        return None
+    return opened.date()
 
 
 def scene_recap_due(chat: Chat, scene: Scene) -> bool:

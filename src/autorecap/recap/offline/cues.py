@@ -35,7 +35,7 @@ from datetime import datetime
 from autorecap.core.dates import as_utc
 from autorecap.pacing import pause
 
-THRESHOLD = 3.0
+THRESHOLD = 2.5
 """The score a message needs to open a scene."""
 
 _MARKUP = re.compile(r"[*_~`\"“”„«»]+")
@@ -48,28 +48,42 @@ _NUMBER_WORD = (
 _TIME_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?|shifts?|moons?|seasons?)"
 _DAYPART = r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day)"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_TIME_PHRASE = re.compile(
+_TIME_JUMP = re.compile(
     r"^\W*(?:"
-    rf"(?:by\s+|on\s+|early\s+|late\s+)?the\s+(?:next|following)\s+(?:{_DAYPART}|week|month)"
-    rf"|the\s+(?:{_DAYPART}|day|week)\s+after"
-    rf"|(?:\w+\s+){{0,5}}later\b"
+    rf"(?:by\s+|on\s+|early\s+|late\s+)?the\s+(?:next|following)\s+(?:{_DAYPART}|week|month|year)"
+    rf"|the\s+(?:{_DAYPART}|day|week|month)\s+after"
+    r"|(?:\w+[,\s]+){0,6}later\b"
     rf"|(?:after|over)\s+{_NUMBER_WORD}\s+{_TIME_UNIT}"
     rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:pass|go\s+by|went\s+by|have\s+passed|on|after)"
     r"|(?:some|much)\s+time\s+(?:later|passes|has\s+passed)"
-    rf"|(?:later|early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
+    rf"|later\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
+    r"|(?:meanwhile|elsewhere|afterwards?|eventually|in\s+the\s+meantime)\b"
+    r"|by\s+the\s+time\b|when\s+(?:morning|evening|night|dawn|the\s+sun)\s+(?:comes|came|breaks)"
+    r"|(?:on\s+)?the\s+(?:\w+-)?\w+(?:st|nd|rd|th)\s+of\s+\w+"
+    r")",
+    re.IGNORECASE,
+)
+"""A phrase that moves the story in time: enough on its own to open a scene."""
+_TIME_POINT = re.compile(
+    r"^\W*(?:"
+    rf"(?:early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
     rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
     rf"|(?:at|by|around|before|after|come|toward|towards|near)\s+(?:{_DAYPART}|sunrise|sunset"
     r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
     rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
-    r"|(?:meanwhile|elsewhere|afterwards?|eventually|in\s+the\s+meantime)\b"
-    r"|by\s+the\s+time\b|when\s+(?:morning|evening|night|dawn|the\s+sun)\s+(?:comes|came|breaks)"
-    r"|(?:on\s+)?the\s+(?:\w+-)?\w+(?:st|nd|rd|th)\s+of\s+\w+"
     rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
     r")",
     re.IGNORECASE,
 )
+"""A phrase that names a time ("That night", "Saturday morning,"): a cue, weaker alone."""
+_WAKING = re.compile(
+    r"\b(?:wake\s+up|woke\s+(?:up|me)|(?:are|r)\s+(?:you|u)\s+(?:up|awake)|still\s+awake"
+    r"|did\s+(?:you|u)\s+sleep|rise\s+and\s+shine|sorry\s+to\s+wake|good\s+morning)\b",
+    re.IGNORECASE,
+)
+"""Someone waking or being woken: a new day, or a night cut short."""
 _SEPARATOR = re.compile(
-    r"^\s*(?:(?:[-*_=~#•·.⁂]\s*){3,}|⁂"
+    r"^\s*(?:(?:[-*_=~#•·⁂][ \t]*){3,}(?:\n|$)|⁂"
     r"|[\[(<]?\s*(?:time\s*-?\s*skip|scene(?:\s+\d+)?\s*[:\]]|location\s*:|chapter\s+\w+"
     r"|part\s+\w+\s*[:\]]|day\s+\d+\s*[:\]—-]|end\s+of\s+(?:scene|chapter|day)|new\s+scene)"
     r")",
@@ -96,10 +110,23 @@ _CATCH_UP = re.compile(
     re.IGNORECASE,
 )
 _CLOSING = re.compile(
-    r"\b(?:bye+|goodbye|good\s*night|nighty?\s*night|night\s*!|see\s+(?:you|ya)|talk\s+(?:to\s+you"
-    r"\s+)?(?:soon|later|tomorrow)|ttyl|take\s+care|gotta\s+(?:go|run)|have\s+(?:a\s+)?(?:good"
-    r"|great|nice|lovely)\s+(?:night|day|evening|one|weekend|week)|catch\s+you\s+later|cya"
-    r"|sleep\s+well|sweet\s+dreams|until\s+next\s+time|speak\s+soon|love\s+you|xx+)\b",
+    r"(?:\b(?:bye+|goodbye|good\s*night|g'?night|nighty?\s*night|night\b|see\s+(?:you|ya|u)"
+    r"|talk\s+(?:to\s+(?:you|u)\s+)?(?:soon|later|tomorrow|tmrw)|ttyl|take\s+care|gotta\s+(?:go|run)"
+    r"|have\s+(?:a\s+)?(?:good|great|nice|lovely|wonderful|fun)\b|have\s+fun|enjoy\s+(?:the|your)"
+    r"|catch\s+you\s+later|cya|sleep\s+well|sweet\s+dreams|until\s+next\s+time|speak\s+soon"
+    r"|love\s+(?:you|u|ya)|xx+|good\s+luck|get\s+home\s+safe|safe\s+travels|rest\s+(?:up|well|that)"
+    r"|(?:kiss|hug|pat)\s+\w+\s+for\s+me|go\s+(?:to\s+bed|sleep|to\s+class|plan|study|eat|rest)"
+    r"|i'?ll\s+let\s+you\s+go|off\s+to\s+(?:bed|work|class|sleep)|going\s+to\s+(?:sleep|bed)"
+    r"|proud\s+of\s+you|laters|cheers)\b|[🫶❤️💕😘👋]\s*$)",
+    re.IGNORECASE,
+)
+_NEWS_OPENER = re.compile(
+    r"^\W*(?:ok(?:ay)?\s+(?:so|you|i|we|cabin|quick)\b|so\.|so\s+i\b|omg|oh\s+my\s+god|guess\s+(?:what|who)"
+    r"|you(?:'ll|\s+will|\s+won'?t)\s+(?:never\s+)?(?:believe|guess)|news|update|big\s+news"
+    r"|quick\s+question|question\b|are\s+(?:you|u)\s+(?:awake|there|around|free|up|busy|home)"
+    r"|r\s+u\s+(?:awake|there|up|free)|(?:do\s+you|have\s+you\s+got|got)\s+a\s+(?:minute|sec|second)"
+    r"|\[\s*(?:photo|picture|image|pic|video|voice)|happy\s+\w+|made\s+it\s+(?:back|home|to)"
+    r"|i\s+did\s+a\s+thing|so\s+(?:update|news)|sorry\s+(?:i|for)\s+(?:went|been|the)\s+(?:quiet|silence|mia))",
     re.IGNORECASE,
 )
 _ARRIVAL = re.compile(
@@ -107,12 +134,18 @@ _ARRIVAL = re.compile(
     r"|stepped\s+(?:into|inside|out)|pull(?:s|ed)?\s+(?:into|up\s+(?:to|at|outside))"
     r"|ma(?:k|d)e\s+it\s+to|back\s+(?:at|in|home|on\s+the)|return(?:s|ed)?\s+to"
     r"|sets?\s+out|head(?:s|ed)?\s+(?:to|for|out)|walk(?:s|ed)?\s+into|find\s+(?:yourselves"
-    r"|themselves|ourselves|yourself)|here\s+we\s+are|so\s+this\s+is|we'?re\s+here)\b",
+    r"|themselves|ourselves|yourself)|here\s+we\s+are|so\s+this\s+is|we'?re\s+here"
+    r"|(?:i'?m|we'?re|i\s+am|we\s+are)\s+(?:back\s+)?(?:in|at|on|outside|inside)\s+(?:the|my|our)"
+    r"|welcome\s+(?:to|back))\b",
     re.IGNORECASE,
 )
 _PLACE_NAME = re.compile(
     r"\b(?:in|at|into|to|reach(?:es|ed)?|toward|towards|outside|inside|near|from)\s+"
     r"((?:the\s+)?[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,3})"
+)
+_NAMED_PLACE = re.compile(r"\b[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){1,3}")
+_PLACE_TITLES = frozenset(
+    {"port", "fort", "mount", "lake", "saint", "st", "castle", "camp", "cape"}
 )
 PLACES = frozenset(
     """
@@ -128,7 +161,13 @@ PLACES = frozenset(
     pub quarters ranch restaurant river road roof rooftop room ruins saloon school shop shore
     shrine square stable stables stadium station store street studio suite swamp tavern temple
     tent theater theatre tower town trail train tunnel valley village vineyard warehouse ward
-    woods workshop yard
+    woods workshop yard quay wharf lane avenue boulevard district quarter slum terrace gallery
+    arcade chamber vault cemetery abbey keep outpost clearing grove glade ridge peak summit
+    marsh bog moor heath creek stream brook ford falls cove lagoon reef isle mall lot subway
+    metro terminal ambulance pharmacy supermarket firehouse pool motel campsite campground
+    greenhouse allotment porch driveway kitchenette lounge cafeteria canteen infirmary ward
+    bunker hold galley bridge engine engineering airlock cabin observatory checkpoint border
+    crossing tollhouse waystation shack ruin crossroads rectory vicarage embassy consulate
     """.split()
 )
 """Kinds of place: an opening that names one the last messages did not is a cue."""
@@ -178,13 +217,34 @@ class BreakCandidate:
 _STRONG = frozenset({"pause", "time", "separator", "skip"})
 
 
-def score_scene_starts(turns: Sequence[Turn], *, window: int = 5) -> list[BreakCandidate]:
-    """How likely each message is to open a new scene (index 0 never is)."""
+WEIGHTS: dict[str, float] = {
+    "pause": 1.0,
+    "time": 1.0,
+    "separator": 1.0,
+    "skip": 1.0,
+    "narrator": 1.0,
+    "greeting": 1.0,
+    "catch-up": 1.0,
+    "news": 1.0,
+    "closing": 1.0,
+    "place": 1.0,
+    "cast": 1.0,
+    "topic": 1.0,
+}
+"""How much each cue counts (each cue's value is already on the threshold's scale)."""
+
+
+def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakCandidate]:
+    """How likely each message is to open a new scene (index 0 never is). `window`: messages on
+    each side compared by the topic cue (0: as many as hold about 40 content words)."""
     count = len(turns)
     if count < 2:
         return []
     openings = [_opening(turn.text) for turn in turns]
     bags = [_content(turn.text) for turn in turns]
+    if not window:
+        words_each = sum(sum(b.values()) for b in bags) / count
+        window = max(3, min(10, round(40 / max(words_each, 1.0))))
     topic = _topic_dips(bags, window)
     gaps = _gaps(turns)
     typical = _typical_gap(gaps)
@@ -198,8 +258,13 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 5) -> list[BreakC
         if gap is not None and gap > 0:
             cues["pause"] = _pause_score(gap, typical)
         opening = openings[index]
-        if _TIME_PHRASE.search(opening):
-            cues["time"] = 3.0
+        # A time phrase in quoted speech ("This morning, I...") moves the story less often than
+        # one in narration ("*The next morning...*").
+        spoken = 0.6 if turn.text.lstrip(" *_")[:1] in '"“«„' else 1.0
+        if _TIME_JUMP.search(opening):
+            cues["time"] = 3.0 * spoken
+        elif _TIME_POINT.search(opening) or _WAKING.search(opening[:100]):
+            cues["time"] = 2.0 * spoken
         if _SEPARATOR.search(turn.text):
             cues["separator"] = 3.5
         if before.hidden and _OUT_OF_CHARACTER.search(before.text):
@@ -208,7 +273,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 5) -> list[BreakC
         elif _OUT_OF_CHARACTER.search(turn.text[:80]) and _SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
-            cues["narrator"] = 1.5
+            cues["narrator"] = 2.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))
         place = _place_score(turn.text, opening, turns[max(0, index - 8) : index])
         if place:
@@ -218,7 +283,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 5) -> list[BreakC
             cues["cast"] = cast
         if topic[index]:
             cues["topic"] = topic[index]
-        kept = {name: value for name, value in cues.items() if value > 0}
+        kept = {name: WEIGHTS[name] * value for name, value in cues.items() if value > 0}
         score = sum(kept.values())
         scored.append(BreakCandidate(index, score, tuple(sorted(kept, key=lambda k: -kept[k]))))
     return scored
@@ -302,22 +367,24 @@ def _pause_score(gap: float, typical: float | None) -> float:
 
 
 def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -> dict[str, float]:
+    """A conversation that starts again: a greeting (not the answer to one), a catch-up, news
+    blurted out, after a goodbye."""
     cues: dict[str, float] = {}
-    greeting = bool(_GREETING.search(opening))
-    replied = bool(_GREETING.search(opening_before)) and before.speaker != turn.speaker
-    if greeting and not replied:  # the answer to a greeting opens nothing
-        cues["greeting"] = 1.6
+    answered = before.speaker != turn.speaker or not turn.speaker
+    if _GREETING.search(opening) and not (_GREETING.search(opening_before) and answered):
+        cues["greeting"] = 1.8
     if _CATCH_UP.search(opening[:160]) and not _CATCH_UP.search(opening_before[:160]):
-        cues["catch-up"] = 1.6
-    if _CLOSING.search(before.text[-120:]) and (greeting or cues.get("catch-up")):
-        cues["closing"] = 1.2
-    elif _CLOSING.search(before.text[-60:]) and before.speaker != turn.speaker:
-        cues["closing"] = 0.6
+        cues["catch-up"] = 2.6
+    if _NEWS_OPENER.search(opening):
+        cues["news"] = 1.0
+    if _CLOSING.search(before.text[-80:].lower()):
+        cues["closing"] = 1.4
     return cues
 
 
 def _place_score(text: str, opening: str, recent: Sequence[Turn]) -> float:
-    first = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0].lower()
+    first_cased = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0]
+    first = first_cased.lower()
     seen = " ".join(t.text.lower() for t in recent)
     score = 0.0
     for word in _WORD.findall(first):
@@ -328,6 +395,13 @@ def _place_score(text: str, opening: str, recent: Sequence[Turn]) -> float:
     for match in _PLACE_NAME.finditer(_MARKUP.sub("", text[:300])):
         name = match.group(1).removeprefix("the ")
         if name.lower() not in seen and len(name) > 2:
+            score += 0.8
+            break
+    for match in _NAMED_PLACE.finditer(first_cased):
+        words = match.group(0).split()
+        if (words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES) and (
+            match.group(0).lower() not in seen
+        ):
             score += 0.8
             break
     if _ARRIVAL.search(opening[:160]):
@@ -402,3 +476,34 @@ def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float
     norm_a = math.sqrt(sum((n * weight[w]) ** 2 for w, n in a.items() if n > 0))
     norm_b = math.sqrt(sum((n * weight[w]) ** 2 for w, n in b.items() if n > 0))
     return dot / (norm_a * norm_b) if norm_a and norm_b else 0.0
+
+
+_PLACE_PHRASE = re.compile(
+    r"\b(?:the|a|an|my|our|his|her|their)\s+(?:[a-z][\w'’-]+\s+){0,2}([a-z][\w'’-]+)\b"
+)
+
+
+_IN_PLACE = re.compile(
+    r"\b(?:in|at|inside|outside|near)\s+([A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+){0,2})"
+)
+
+
+def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
+    """Where a scene happens, from its opening messages: a named place ("Weir Street", "in
+    Porto") or a kind of place ("the fish market"); "" when they do not say. `people`: names
+    that are not places (the speakers)."""
+    persons = {w for name in people for w in name.split()}
+    for text in texts:
+        plain = _SPACE.sub(" ", _MARKUP.sub("", text[:400]))
+        for match in _NAMED_PLACE.finditer(plain):
+            words = match.group(0).split()
+            if words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES:
+                return match.group(0)
+        for match in _IN_PLACE.finditer(plain):
+            name = match.group(1)
+            if not persons & set(name.removesuffix("'s").removesuffix("’s").split()):
+                return name
+        for match in _PLACE_PHRASE.finditer(plain):
+            if match.group(1).lower() in PLACES:
+                return match.group(0)
+    return ""

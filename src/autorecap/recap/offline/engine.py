@@ -1,17 +1,22 @@
-"""The offline extractive engine: recaps with no model at all.
+"""The offline engine: recaps with no model at all, extractive and compact.
 
-A message recap picks the message's most informative sentences, scored by what a memory needs
-to keep: numbers and amounts, names and places (capitalised words inside a sentence), salient
-events (promises, debts, discoveries, injuries, betrayals), and position (openings set the
-scene). Sentences that repeat one another, or the recaps just before, are dropped. The chosen
-sentences keep their order and are cut to a hard token cap. Deterministic and fast: regular
-expressions and arithmetic, nothing learned.
+A recap keeps the sentences that tell the most per token (`select.choose`): numbers, names,
+places, dates and rare words, events a memory must keep (promises, purchases, moves, injuries),
+each said once. Sentences are cleaned first (`text.clean`: no markup, emoji, fillers or the
+name of the one addressed), said of whom they are (`text.about`: "you" becomes the other
+person's name, a leading "I" goes since the recap names the speaker), and relative times are
+made dates when the scene's day is known (`when.resolve`: "yesterday" in a scene of 8 May 2023
+is "on 7 May 2023"). A scene recap opens with its day and place: "[8 May 2023 · Porto]".
+
+The running recap has one line per scene, newest last; when it would pass its cap, the oldest
+lines are shortened first and most (`select.fit_lines`), and dropped only when even the
+shortest do not fit. Deterministic and fast: arithmetic over words, nothing learned.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from datetime import date
 
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.pacing import pause
@@ -23,55 +28,15 @@ from autorecap.recap.backend import (
     SceneBreakRequest,
     SceneRecapRequest,
 )
-from autorecap.recap.offline.scenes import (
-    fit_lines,
-    pick_scene_starts,
-    pick_sentences,
-    score_scene_starts,
-)
+from autorecap.recap.offline.cues import Turn, pick_scene_starts, score_scene_starts
+from autorecap.recap.offline.select import Piece, best, choose, fit_lines, parse, render
+from autorecap.recap.offline.text import about, clean, content_words, is_filler, sentences
+from autorecap.recap.offline.when import day_text, resolve
 
-_SENTENCE = re.compile(r"[^.!?…]+(?:[.!?…]+[\"'”’)\]]*|$)")
-# Abbreviations whose full stop does not end a sentence ("Mr. Pell"): glued before splitting.
-_ABBREVIATION = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Capt|Lt|Sgt|Prof|Mt|No|vs|etc)\.(?=\s)")
-_WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ][A-Za-zÀ-ÖØ-öø-ÿ'’-]*")
-_NUMBER = re.compile(r"\d[\d,.:/-]*\d|\d")
-_MARKUP = re.compile(r"[*_~`]+")
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I’m|I'll|I’ll|I've|I’ve|I'd|I’d|me|my|mine|we|our|us)\b")
-_SPACE = re.compile(r"\s+")
-
-SALIENT = frozenset(
-    """
-    promise promised promises swear swore vow vowed owe owes owed debt debts pay paid pays
-    buy bought sell sold sells steal stole stolen give gives gave take took taken find found
-    finds lose lost hide hid hidden reveal reveals revealed secret secrets betray betrayed
-    traitor kill killed dead dies died death wound wounded injured hurt bleeding burned
-    broken love loves kiss kissed marry married hate hates fear afraid escape escaped flee
-    fled attack attacked fight fought capture captured prisoner rescue rescued arrive
-    arrived leave left return returned meet met name named called key map chart letter ring
-    sword gold crowns coins treasure plan plans agree agreed deal bargain warn warned threat
-    threatens spy lie lied truth remember forgot poison cure storm ship fire
-    """.split()
-)
-"""Words that mark events a memory should keep."""
-STOPWORDS = frozenset(
-    """
-    a an the and or but if then so of to in on at by for with from into onto over under as
-    is are was were be been being it its this that these those there here he she they we you
-    i me him her them us my your his their our not no yes do does did have has had will
-    would can could should may might just very too also only even still again what who whom
-    whose which when where why how all any some more most much many one ones own same such
-    than up down out off about after before while because though although
-    """.split()
-)
-_PRONOUNS = frozenset({"I", "I'm", "I’m", "I'll", "I’ll", "I've", "I’ve", "I'd", "I’d"})
-
-
-@dataclass(frozen=True)
-class _Sentence:
-    index: int
-    text: str
-    score: float
-    words: frozenset[str]
+_HEADER = re.compile(r"^(- )?(\[[^\]]{1,80}\] )?")
+SCENE_SHARE = 0.35
+"""The share of a scene's tokens that its recap may take (at most `scene_recap_max_tokens`)."""
+_GENERIC = frozenset({"user", "assistant", "system", "narrator", ""})
 
 
 class OfflineBackend(RecapBackend):
@@ -82,93 +47,80 @@ class OfflineBackend(RecapBackend):
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_counter()
 
+    # --- tier 1: one message -----------------------------------------------------------------
+
     def message_recap(self, request: RecapRequest) -> RecapResult:
-        text = _clean(request.text)
-        if not text:
+        speaker = request.name.strip()
+        other = _other(speaker, request.user, request.char)
+        names = _names(request.user, request.char, speaker, *(m.name for m in request.context))
+        pieces = _pieces([(speaker, request.text, False)], names, other, request.day)
+        if not pieces:
             return RecapResult(memory="")
-        known = _name_words(
-            request.name, request.user, request.char, *(m.name for m in request.context)
-        )
-        sentences = self._score(text, known)
-        seen = [_content_words(recap) for recap in request.earlier_recaps]
+        seen = frozenset().union(*(content_words(r) for r in request.earlier_recaps))
+        fresh = [p for p in pieces if not _repeats(content_words(p.text), seen)] or pieces
+        size = self.counter.count(request.text)
         # A recap is a fraction of its message (that is what makes memory fit a budget), but
         # never longer than the hard cap.
-        cap = min(request.max_tokens, max(24, round(0.4 * self.counter.count(text))))
-        name = request.name.strip()
-        prefix = f"{name}: " if name else ""
-        budget = cap - self.counter.count(prefix)
-        # The best sentence always has room (up to the hard cap): it is why the recap exists.
-        best = max(sentences, key=lambda s: (s.score, -s.index))
-        hard = request.max_tokens - self.counter.count(prefix)
-        budget = min(hard, max(budget, self.counter.count(best.text)))
-        chosen: list[_Sentence] = []
-        used = 0
-        for sentence in sorted(sentences, key=lambda s: (-s.score, s.index)):
-            if _repeats(sentence.words, [c.words for c in chosen] + seen):
-                continue
-            cost = self.counter.count(sentence.text) + (1 if chosen else 0)
-            if used + cost <= budget:
-                chosen.append(sentence)
-                used += cost
-        if not chosen:  # nothing fits whole (or all repeats): cut the best sentence to size
-            best = max(sentences, key=lambda s: (s.score, -s.index))
-            chosen = [_truncated(best, budget, self.counter)]
-        body = " ".join(_balanced(s.text) for s in sorted(chosen, key=lambda s: s.index))
-        memory = f"{prefix}{body}".strip()
-        if self.counter.count(memory) > request.max_tokens:  # no spaces to cut at, or a long name
-            memory = cut_to(memory, request.max_tokens, self.counter)
-        return RecapResult(memory=memory)
+        budget = min(request.max_tokens, max(24, round(0.4 * size)))
+        chosen = choose(fresh, budget, self.counter, known=_lowered(names))
+        if not chosen:
+            chosen = [_cut(best(fresh, self.counter), budget - 3, self.counter)]
+        return RecapResult(memory=self._capped(render(chosen), request.max_tokens))
+
+    # --- tier 3: one scene -------------------------------------------------------------------
 
     def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
-        """The scene's most informative sentences (from its message recaps where it has them),
-        without repeats, within the cap, in the order they happened."""
-        candidates: list[tuple[float, str]] = []
-        kept_words: list[frozenset[str]] = []
-        known = _name_words(request.user, request.char, *(m.name for m in request.messages))
+        """The scene's most telling sentences within the cap, in the order they were said,
+        after a header with its day and place."""
+        speakers = {m.name for m in request.messages if not m.narrator}
+        names = _names(request.user, request.char, *speakers)
+        rows: list[tuple[str, str, bool]] = []
         for message in request.messages:
-            pause()
-            source = _strip_name(message.recap, message.name) if message.recap else message.text
-            name = message.name.strip()
-            for sentence in self._score(_clean(source), known):
-                if _repeats(sentence.words, kept_words):
-                    continue
-                kept_words.append(sentence.words)
-                text = _balanced(sentence.text)
-                if name and _FIRST_PERSON.search(text):  # "I" needs saying who
-                    text = f"{name}: {text}"
-                candidates.append((sentence.score, text))
-        chosen = pick_sentences(candidates, request.max_tokens, self.counter)
-        if not chosen and candidates:
-            best = max(candidates, key=lambda c: c[0])[1]
-            chosen = [
-                _truncated(
-                    _Sentence(0, best, 0.0, frozenset()), request.max_tokens, self.counter
-                ).text
-            ]
-        return RecapResult(memory=" ".join(chosen))
+            rows.append((message.name.strip(), message.text, message.narrator))
+        two = len({s for s in speakers if s.lower() not in _GENERIC}) <= 2
+        pieces = _pieces(
+            rows, names, None, request.day, others=(request.user, request.char) if two else None
+        )
+        header = _header(request.day, request.place)
+        size = sum(self.counter.count(m.text) for m in request.messages)
+        # A scene recap is a fraction of its scene (SCENE_SHARE), within the cap.
+        limit = min(request.max_tokens, max(40, round(SCENE_SHARE * size)))
+        budget = limit - (self.counter.count(header) if header else 0)
+        chosen = choose(pieces, max(8, budget), self.counter, known=_lowered(names))
+        body = render(chosen)
+        return RecapResult(memory=self._capped(f"{header}{body}", request.max_tokens))
+
+    # --- tier 4: the running recap -----------------------------------------------------------
 
     def combine(self, request: CombineRequest) -> RecapResult:
-        """One line per scene, newest last; when over the cap, the oldest lines are shortened
-        (and only then dropped), never the newest."""
+        """One line per scene, newest last, held under the cap by shortening the oldest
+        lines first (see the module docstring)."""
         lines = [line for line in request.previous.splitlines() if line.strip()]
-        new_line = f"- {request.scene_name}: {request.scene_recap}".strip()
-        lines.append(new_line)
-        fitted = fit_lines(lines, request.max_tokens, self.counter, self.shrink_line)
-        return RecapResult(memory="\n".join(fitted))
+        recap = " ".join(request.scene_recap.split())
+        if not _HEADER.match(recap) or not recap.startswith("["):
+            label = request.scene_name.strip()
+            recap = f"[{label}] {recap}" if label and not label.startswith("Scene ") else recap
+        lines.append(f"- {recap}".strip())
+        return RecapResult(memory="\n".join(self.fit(lines, request.max_tokens)))
 
-    def shrink_line(self, line: str, known: frozenset[str] = frozenset()) -> str:
-        """A shorter version of one running recap line: its most informative sentence, where
-        names the rest of the recap mentions (`known`) count for little. A line that is one
-        sentence already stays as it is (cutting words loses facts)."""
-        label, sep, body = line.partition(": ")
-        if not sep:
-            label, body = "", line
-        sentences = self._score(body, known)
-        if len(sentences) <= 1:
+    def fit(self, lines: list[str], budget: int) -> list[str]:
+        """Lines of a running recap held under `budget` tokens (oldest shortened first)."""
+        return fit_lines(lines, budget, self.counter, self.shorten)
+
+    def shorten(self, line: str, tokens: int) -> str:
+        """A recap line shortened to about `tokens` tokens: its header kept, then its most
+        telling sentences, at least the one that tells the most (whole: half a sentence
+        tells less than one whole)."""
+        match = _HEADER.match(line)
+        head = match.group(0) if match else ""
+        pieces = parse(line[len(head) :])
+        if not pieces:
             return line
-        best = max(sentences, key=lambda s: (s.score, -s.index))
-        shorter = _balanced(best.text)
-        return f"{label}{sep}{shorter}" if sep else shorter
+        budget = tokens - self.counter.count(head)
+        chosen = choose(pieces, budget, self.counter) if budget > 0 else []
+        return f"{head}{render(chosen or [best(pieces, self.counter)])}"
+
+    # --- tier 2: scene breaks ----------------------------------------------------------------
 
     def find_scene_break(self, request: SceneBreakRequest) -> int | None:
         """The strongest scene start in the range, as the index of the message before it."""
@@ -176,9 +128,7 @@ class OfflineBackend(RecapBackend):
         if len(messages) < 2:
             return None
         candidates = score_scene_starts(
-            [m.text for m in messages],
-            narrators=[m.name.lower() == "narrator" for m in messages],
-            times=[None] * len(messages),
+            [Turn(m.text, m.name, m.narrator or m.name.lower() == "narrator") for m in messages]
         )
         offset = messages[0].index
         starts = pick_scene_starts(
@@ -193,72 +143,78 @@ class OfflineBackend(RecapBackend):
         best = max(starts, key=lambda i: candidates[i - 1].score)
         return offset + best - 1
 
-    def _score(self, text: str, known: frozenset[str] = frozenset()) -> list[_Sentence]:
-        """Score each sentence; `known` are the speakers' names, which every line mentions and
-        which therefore tell little (rare names and places tell much)."""
-        glued = _ABBREVIATION.sub(lambda m: m.group(1) + "\u2024", text)  # one-dot leader
-        raw = [s.strip().replace("\u2024", ".") for s in _SENTENCE.findall(glued) if s.strip()]
-        if not raw:
-            raw = [text]
-        last = len(raw) - 1
-        scored = []
-        for index, sentence in enumerate(raw):
-            words = _WORD.findall(sentence)
-            lowered = [w.lower() for w in words]
-            numbers = len(_NUMBER.findall(sentence))
-            # Names and places: capitalised words past the first (which any sentence has).
-            capitalised = [w for w in words[1:] if w[0].isupper() and w not in _PRONOUNS]
-            rare = sum(1 for w in capitalised if w not in known)
-            familiar = len(capitalised) - rare
-            salient = sum(1 for w in lowered if w in SALIENT)
-            content = [w for w in lowered if w not in STOPWORDS]
-            score = 5.0 * min(numbers, 3) + 2.5 * min(rare, 3) + 0.3 * min(familiar, 3)
-            score += 1.0 * min(salient, 4)
-            score += 0.15 * min(len(content), 12)
-            if index == 0:
-                score += 0.5
-            elif index == last:
-                score += 0.3
-            if len(words) < 4:
-                score -= 1.5
-            if sentence.rstrip("\"'”’)").endswith("?"):
-                score -= 0.5
-            scored.append(_Sentence(index, sentence, score, frozenset(content)))
-        return scored
+    def _capped(self, text: str, max_tokens: int) -> str:
+        if self.counter.count(text) <= max_tokens:
+            return text
+        return cut_to(text, max_tokens, self.counter)
 
 
-def _clean(text: str) -> str:
-    text = _MARKUP.sub("", text)
-    return _SPACE.sub(" ", text).strip()
+def _pieces(
+    rows: list[tuple[str, str, bool]],
+    names: frozenset[str],
+    other: str | None,
+    day: date | None,
+    *,
+    others: tuple[str, str] | None = None,
+) -> list[Piece]:
+    """The sentences of `(speaker, text, narrator)` rows worth considering, cleaned."""
+    pieces: list[Piece] = []
+    for speaker, text, narrator in rows:
+        if len(pieces) % 64 == 0:
+            pause()
+        spoken_to = other
+        if others is not None and speaker in others:
+            spoken_to = others[1] if speaker == others[0] else others[0]
+        if spoken_to and spoken_to.lower() in _GENERIC:
+            spoken_to = None
+        for sentence in sentences(text):
+            cleaned = clean(sentence, names)
+            if not cleaned:
+                continue
+            words = content_words(cleaned)
+            if not words or is_filler(words):
+                continue
+            cleaned = resolve(cleaned, day)
+            label = "" if narrator or speaker.lower() in _GENERIC else speaker
+            said = about(cleaned, spoken_to) if label else cleaned
+            pieces.append(Piece(len(pieces), label, said, cleaned.rstrip(" \"'”").endswith("?")))
+    return pieces
 
 
-def _name_words(*texts: str) -> frozenset[str]:
-    return frozenset(w for text in texts for w in _WORD.findall(text) if w[0].isupper())
+def _header(day: date | None, place: str) -> str:
+    parts = [day_text(day)] if day else []
+    if place:
+        parts.append(place)
+    return f"[{' · '.join(parts)}] " if parts else ""
 
 
-def _strip_name(recap: str, name: str) -> str:
-    prefix = f"{name.strip()}: "
-    return recap[len(prefix) :] if name.strip() and recap.startswith(prefix) else recap
+def _other(speaker: str, user: str, char: str) -> str | None:
+    if speaker == user:
+        return char
+    if speaker == char:
+        return user
+    return None
 
 
-def _balanced(sentence: str) -> str:
-    """A sentence cut out of dialogue may keep half a pair of quotes: drop them then."""
-    if sentence.count('"') % 2:
-        sentence = sentence.replace('"', "")
-    for opening, closing in (("“", "”"), ("(", ")")):
-        if sentence.count(opening) != sentence.count(closing):
-            sentence = sentence.replace(opening, "").replace(closing, "")
-    return sentence.strip()
+def _names(*texts: str) -> frozenset[str]:
+    return frozenset(
+        part
+        for text in texts
+        for part in (text.strip(), *text.split())
+        if part and part[0].isupper()
+    )
 
 
-def _content_words(text: str) -> frozenset[str]:
-    return frozenset(w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+def _lowered(names: frozenset[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
 
 
-def _repeats(words: frozenset[str], others: list[frozenset[str]]) -> bool:
-    if not words:
-        return False
-    return any(other and len(words & other) / len(words) >= 0.8 for other in others)
+def _repeats(words: frozenset[str], seen: frozenset[str]) -> bool:
+    return bool(words) and len(words & seen) / len(words) >= 0.8
+
+
+def _cut(piece: Piece, budget: int, counter: TokenCounter) -> Piece:
+    return Piece(piece.position, piece.speaker, cut_to(piece.text, max(4, budget), counter))
 
 
 def cut_to(text: str, budget: int, counter: TokenCounter) -> str:
@@ -273,17 +229,3 @@ def cut_to(text: str, budget: int, counter: TokenCounter) -> str:
         else:
             high = middle - 1
     return text[:low].rstrip() + "…" if low else ""
-
-
-def _truncated(sentence: _Sentence, budget: int, counter: TokenCounter) -> _Sentence:
-    if counter.count(sentence.text) <= budget:
-        return sentence
-    words = sentence.text.split()
-    low, high = 1, len(words)
-    while low < high:  # the longest prefix of words (plus an ellipsis) that fits
-        middle = (low + high + 1) // 2
-        if counter.count(" ".join(words[:middle]) + "…") <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return _Sentence(sentence.index, " ".join(words[:low]) + "…", sentence.score, sentence.words)

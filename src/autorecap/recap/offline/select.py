@@ -1,0 +1,221 @@
+"""Choosing what a recap keeps: the sentences that tell the most new things per token.
+
+Each sentence is worth the rarity of the content words it adds to what is already chosen
+(numbers, names, places and rare words count most; a word said twice counts once), more when it
+tells of an event a memory must keep (a promise, a purchase, a move, an injury), less when it
+only asks. Sentences are taken greedily by worth per token until the budget is spent, then put
+back in the order they were said, grouped by speaker ("Caroline: ... Melanie: ...").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from autorecap.core.tokens import TokenCounter
+from autorecap.recap.offline.text import WORD, content_words, rarity
+
+SALIENT = frozenset(
+    """
+    promise promised promises swear swore vow vowed owe owes owed debt pay paid buy bought
+    sell sold steal stole stolen give gave find found lose lost hide hid hidden reveal revealed
+    secret betray betrayed kill killed dead died death wounded injured hurt broke broken love
+    kiss kissed marry married engaged wedding divorce divorced pregnant born baby adopt adopted
+    hate afraid escape escaped fled attack attacked fight fought capture captured rescue
+    rescued arrive arrived leave left return returned meet met named key map letter ring plan
+    agreed deal warn warned threat lie lied truth remember forgot poison cure moved move start
+    started quit hired fired job promoted promotion exam passed failed won lose diagnosed
+    surgery hospital sick accident bought booked signed decided decide going will birthday
+    anniversary trip visit visited dating boyfriend girlfriend wife husband sister brother mom
+    dad mother father son daughter friend cost costs price priced offer offered
+    """.split()
+)
+"""Words that mark events a memory should keep."""
+_DIGIT = re.compile(r"\d")
+NUMBER_VALUE = 9.0
+"""What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
+NAME_BONUS = 4.0
+"""Added to a capitalised word inside a sentence (a name, a place)."""
+COMMON_SHARE = 0.7
+"""The share of its rarity that a lower-case word is worth (rare prose tells less than a
+name)."""
+_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][a-zà-ÿ'’-]+")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A sentence a recap may keep: who said it, its text, its place in order."""
+
+    position: int
+    speaker: str
+    text: str
+    question: bool = False
+
+
+def choose(
+    pieces: Sequence[Piece],
+    budget: int,
+    counter: TokenCounter,
+    *,
+    known: frozenset[str] = frozenset(),
+) -> list[Piece]:
+    """The pieces worth most per token that fit `budget` (speaker labels counted), in order.
+    `known`: words every piece would repeat (the speakers' names), worth little."""
+    words = [content_words(p.text) for p in pieces]
+    values = [_word_values(p.text, known) for p in pieces]
+    costs = [max(1, counter.count(p.text)) for p in pieces]
+    bonus = [_bonus(p, w) for p, w in zip(pieces, words, strict=True)]
+    slight = [_slight(p, w) for p, w in zip(pieces, words, strict=True)]
+    covered: set[str] = set()
+    chosen: list[int] = []
+    spent = 0
+    speakers: set[str] = set()
+    remaining = set(range(len(pieces)))
+    while remaining:
+        best, best_worth = -1, 0.0
+        for i in remaining:
+            label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else 3
+            if spent + costs[i] + label > budget:
+                continue
+            gain = sum(values[i][w] for w in words[i] if w not in covered)
+            worth = (gain + bonus[i]) / (costs[i] + label) ** 0.85 * slight[i]
+            if worth > best_worth:
+                best, best_worth = i, worth
+        if best < 0 or best_worth < 0.35:
+            break
+        remaining.discard(best)
+        chosen.append(best)
+        covered |= words[best]
+        spent += costs[best] + (0 if pieces[best].speaker in speakers else 3)
+        speakers.add(pieces[best].speaker)
+    return [pieces[i] for i in sorted(chosen, key=lambda i: pieces[i].position)]
+
+
+def best(
+    pieces: Sequence[Piece], counter: TokenCounter, known: frozenset[str] = frozenset()
+) -> Piece:
+    """The one piece that tells the most per token (what a recap keeps when it has room for
+    only a part of one sentence)."""
+
+    def worth(piece: Piece) -> float:
+        values = _word_values(piece.text, known)
+        words = content_words(piece.text)
+        gain = sum(values[w] for w in words) + _bonus(piece, words)
+        return gain / max(1, counter.count(piece.text)) ** 0.85 * _slight(piece, words)
+
+    return max(pieces, key=worth)
+
+
+def render(pieces: Sequence[Piece]) -> str:
+    """Chosen pieces as prose, each speaker named once per run of their sentences."""
+    parts: list[str] = []
+    speaker: str | None = None
+    for piece in pieces:
+        text = piece.text if piece.text[-1:] in '.!?…"”)' else piece.text + "."
+        if piece.speaker != speaker:
+            speaker = piece.speaker
+            parts.append(f"{speaker}: {text}" if speaker else text)
+        else:
+            parts.append(text)
+    return " ".join(parts)
+
+
+def parse(body: str) -> list[Piece]:
+    """`render`'s prose read back into pieces (to shorten a recap line again)."""
+    pieces: list[Piece] = []
+    speaker = ""
+    for index, sentence in enumerate(re.split(r"(?<=[.!?…])\s+", body.strip())):
+        match = re.match(r"^([A-ZÀ-Ý][\w'’. -]{0,40}?):\s+(.*)$", sentence)
+        if match:
+            speaker, sentence = match.group(1), match.group(2)
+        if sentence:
+            pieces.append(Piece(index, speaker, sentence, sentence.endswith("?")))
+    return pieces
+
+
+def fit_lines(
+    lines: list[str],
+    budget: int,
+    counter: TokenCounter,
+    shorten: Callable[[str, int], str],
+) -> list[str]:
+    """Make recap lines fit `budget` tokens, oldest shortened first and most.
+
+    Each line may keep a share of the cap that grows with its recency (the oldest half as much
+    as the newest): the cap that makes everything fit is found by bisection, and lines above
+    their share are shortened to it (`shorten(line, tokens)`), never below their most telling
+    sentence (`shorten(line, 0)`). When even those do not fit, the oldest lines are dropped.
+    The newest line is never touched."""
+
+    def total(items: Sequence[str]) -> int:
+        return sum(counter.count(line) for line in items) + max(0, len(items) - 1)
+
+    if total(lines) <= budget:
+        return lines
+    floors = [shorten(line, 0) for line in lines[:-1]]
+    while floors and total([*floors, lines[-1]]) > budget:
+        del floors[0]  # not even its best sentence fits: the oldest scene goes
+        del lines[0]
+    if not floors:
+        return lines[-1:]
+    count = len(lines)
+    ages = [0.5 + 0.5 * i / max(1, count - 1) for i in range(count)]  # oldest 0.5 .. newest 1
+    sizes = [counter.count(line) for line in lines]
+    floor_sizes = [counter.count(line) for line in floors]
+
+    def shortened(cap: float) -> list[str]:
+        out = []
+        for i, line in enumerate(lines[:-1]):
+            limit = int(cap * ages[i])
+            if sizes[i] <= limit:
+                out.append(line)
+            elif floor_sizes[i] >= limit:
+                out.append(floors[i])
+            else:
+                out.append(shorten(line, limit))
+        return [*out, lines[-1]]
+
+    low, high = 0.0, float(max(sizes))
+    best_fit = [*floors, lines[-1]]
+    while high - low > 4:
+        middle = (low + high) / 2
+        candidate = shortened(middle)
+        if total(candidate) <= budget:
+            low, best_fit = middle, candidate
+        else:
+            high = middle
+    return best_fit
+
+
+def _word_values(text: str, known: frozenset[str]) -> dict[str, float]:
+    capitals = {m.group(0).lower() for m in _CAPITAL.finditer(text)}
+    values: dict[str, float] = {}
+    for raw in WORD.findall(text):
+        word = raw.lower().strip("'’-")
+        value = rarity(word)
+        if _DIGIT.search(word):
+            value = NUMBER_VALUE
+        elif word in capitals:
+            value += NAME_BONUS
+        else:
+            value *= COMMON_SHARE
+        if word in known:
+            value = 0.3
+        values[word] = max(values.get(word, 0.0), value)
+    return values
+
+
+def _slight(piece: Piece, words: frozenset[str]) -> float:
+    """Less for a question (its answer tells more) and for a short remark with no number,
+    name or event in it ("A classic arrangement.")."""
+    factor = 0.6 if piece.question else 1.0
+    short = len(piece.text.split()) <= 4 and not any(w in SALIENT for w in words)
+    if short and not _DIGIT.search(piece.text) and not _CAPITAL.search(piece.text):
+        factor *= 0.4
+    return factor
+
+
+def _bonus(piece: Piece, words: frozenset[str]) -> float:
+    events = sum(1 for w in words if w in SALIENT)
+    return 1.5 * min(events, 2)

@@ -1,0 +1,210 @@
+"""The offline engine's reading of chat text: sentences, cleaned of what a memory need not keep,
+said of whom they are, and weighed by what they tell.
+
+- **Units**: a message's sentences (abbreviations such as "Mr." do not end one).
+- **Cleaning**: markup and emoji go; so do the fillers a chat opens its sentences with ("oh",
+  "lol", "honestly", "wow,") and the name of the person spoken to ("Mel," ... ", Caroline!").
+- **Who**: in a two-person chat, "you" is the other person, so it becomes their name ("You'd be
+  a great counselor" from Melanie: "Caroline would be a great counselor"); a leading "I" goes,
+  since the recap says who speaks.
+- **Weight**: a word tells more the rarer it is in English (wordfreq's Zipf scale: "the" 7.7,
+  "lake" 4.8, "pottery" 3.7, an invented name 0); numbers, names and dates tell most.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from wordfreq import zipf_frequency
+
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]*_]*(?=\s|$)|\n+")
+_ABBREVIATION = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Capt|Lt|Sgt|Prof|Mt|No|vs|etc|Jr|Sr)\.(?=\s)")
+_MARKUP = re.compile(r"[*_~`]+")
+_EMOJI = re.compile(
+    "[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d\u20e3\U000e0000-\U000e007f]+"
+)
+_SPACE = re.compile(r"\s+")
+_REPEATED = re.compile(r"([!?])[!?1]+")
+WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][A-Za-zÀ-ÖØ-öø-ÿ0-9'’-]*")
+_NUMBER = re.compile(r"\d")
+_FILLER_START = re.compile(
+    r"^(?:(?:oh+|ah+|aw+|wow+|whoa|omg|lol+|lmao|haha\w*|hehe\w*|hmm+|mm+|um+|uh+|er+|well|so"
+    r"|ok(?:ay)?|k|yeah+|yea|yep|yup|yes+|no+|nope|nah|sure|right|honestly|seriously|totally"
+    r"|literally|anyway|anyways|btw|great|awesome|cool|nice|amazing|thanks|thank\s+you|thx|ty"
+    r"|ugh+|oof|yay+|hey+|hi+|hello|man|dude|wait|oh\s+my\s+god|oh\s+no|god|jeez|geez"
+    r"|aha|ha|okey|alright|all\s+right|look|listen|see|huh|phew|damn|dang|gosh|ooh+|yikes"
+    r"|hooray|woo+hoo+|oops|whew|wowza|omfg|lmfao|rofl|xd|pfft|meh|bruh|sis|bro)\b"
+    r"[\s,.!?…:;-]*)+",
+    re.IGNORECASE,
+)
+_FIRST_PERSON_START = re.compile(r"^(?:I'm|I’m|I am|I)\s+", re.IGNORECASE)
+_FIRST_PERSON_MODAL = {
+    "I've": "has",
+    "I’ve": "has",
+    "I'll": "will",
+    "I’ll": "will",
+    "I'd": "would",
+    "I’d": "would",
+}
+_SECOND_PERSON = re.compile(
+    r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
+    r"(?:\s+(have|are|were|do|don't|don’t|haven't|haven’t|aren't|aren’t|weren't|weren’t))?",
+    re.IGNORECASE,
+)
+_THIRD_PERSON_VERB = {
+    "have": "has",
+    "are": "is",
+    "were": "was",
+    "do": "does",
+    "don't": "doesn't",
+    "don’t": "doesn't",
+    "haven't": "hasn't",
+    "haven’t": "hasn't",
+    "aren't": "isn't",
+    "aren’t": "isn't",
+    "weren't": "wasn't",
+    "weren’t": "wasn't",
+}
+_SECOND_FORMS = {
+    "you're": "{} is",
+    "you’re": "{} is",
+    "youre": "{} is",
+    "you've": "{} has",
+    "you’ve": "{} has",
+    "you'll": "{} will",
+    "you’ll": "{} will",
+    "you'd": "{} would",
+    "you’d": "{} would",
+    "yours": "{}'s",
+    "your": "{}'s",
+    "ur": "{}'s",
+    "you": "{}",
+    "u": "{}",
+}
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can cannot could did do does doing down during each few for
+    from further get gets got had has have having he her here hers herself him himself his how
+    i if in into is it its itself just let me more most much my myself no nor not now of off
+    oh ok okay on once one only or other our ours ourselves out over own really same say said
+    says she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while
+    who whom why will with would yeah yes you your yours yourself yourselves im ive ill id dont
+    doesnt didnt cant wont isnt arent wasnt werent thats theres whats lets gonna wanna gotta
+    like thing things stuff lot lots kind sort bit pretty maybe probably actually though
+    """.split()
+)
+_FILLER_WORDS = frozenset(
+    """
+    lol haha omg wow cool nice great awesome amazing thanks thank love glad happy sorry good
+    fun sounds sound totally definitely absolutely literally honestly seriously exactly true
+    right sure agree know think feel guess hope wish mean see look looks yeah yep nope okay
+    miss hear heard tell glad congrats congratulations proud excited sweet cute wonderful
+    fantastic incredible perfect beautiful lovely crazy wild insane same hooray yay woohoo
+    yikes ugh lmao hahaha hehe aww omfg wtf dang damn gosh wow whoa oops fair classic
+    problem deal night morning bye hey hello hi thx ty please welcome cheers
+    """.split()
+)
+"""Words of reaction: a sentence made only of these (and stopwords) tells nothing to remember."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One sentence of one message, cleaned, with what the scoring needs."""
+
+    position: int
+    """Its place in the scene (message order, then sentence order)."""
+    speaker: str
+    text: str
+    words: frozenset[str]
+    """Its content words, lower case."""
+    question: bool
+
+
+def sentences(text: str) -> list[str]:
+    """A text's sentences: they end at ".", "!", "?" or "…" before a space, or at a line
+    break ("$14.25" and "Mr. Pell" stay whole)."""
+    glued = _ABBREVIATION.sub(lambda m: m.group(1) + "\u2024", text)
+    found: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(glued):
+        found.append(glued[start : match.end()])
+        start = match.end()
+    found.append(glued[start:])
+    return [s.strip().replace("\u2024", ".") for s in found if s.strip()]
+
+
+def clean(sentence: str, names: frozenset[str] = frozenset()) -> str:
+    """A sentence without markup, emoji, leading fillers or the name of the one addressed."""
+    text = _MARKUP.sub("", sentence)
+    text = _EMOJI.sub("", text)
+    text = _REPEATED.sub(r"\1", text)
+    text = _SPACE.sub(" ", text).strip().strip("\"'“”‘’ ")
+    for _ in range(3):
+        stripped = _FILLER_START.sub("", text).lstrip(" ,.!?…-—")
+        for name in names:  # "Mel, you won't believe..." / "...so proud, Caroline!"
+            if stripped.startswith(name) and stripped[len(name) : len(name) + 1] in (",", "!"):
+                stripped = stripped[len(name) + 1 :].lstrip(" ,!")
+        if stripped == text:
+            break
+        text = stripped
+    for name in names:
+        for tail in (f", {name}!", f", {name}.", f", {name}?", f" {name}!", f", {name}"):
+            if text.endswith(tail):
+                text = text[: -len(tail)] + tail[-1] * (tail[-1] in "!.?")
+    return text[:1].upper() + text[1:] if text else ""
+
+
+def about(sentence: str, other: str | None) -> str:
+    """Who the sentence is about, said by name: a leading "I" goes (the recap names the
+    speaker), and "you" becomes `other` (in a chat of two, the one spoken to)."""
+    text = sentence
+    first = text.split(" ", 1)[0]
+    if first in _FIRST_PERSON_MODAL:
+        text = _FIRST_PERSON_MODAL[first] + text[len(first) :]
+    else:
+        text = _FIRST_PERSON_START.sub("", text, count=1)
+    if other:
+        text = _SECOND_PERSON.sub(lambda m: _named(m, other), text)
+    return text[:1].upper() + text[1:] if text else ""
+
+
+def _named(match: re.Match[str], other: str) -> str:
+    pronoun, verb = match.group(1).lower(), match.group(2)
+    named = _SECOND_FORMS.get(pronoun, "{}").format(other)
+    if verb is None:
+        return named
+    if pronoun in ("you", "u"):
+        return f"{named} {_THIRD_PERSON_VERB.get(verb.lower(), verb)}"
+    return f"{named} {verb}"
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The words that carry content: lower case, no stopwords."""
+    return frozenset(w for w in (m.lower().strip("'’-") for m in WORD.findall(text)) if _content(w))
+
+
+def _content(word: str) -> bool:
+    if _NUMBER.search(word):
+        return True
+    return (
+        len(word) > 1
+        and word not in STOPWORDS
+        and word.replace("'", "").replace("’", "") not in STOPWORDS
+    )
+
+
+def is_filler(words: frozenset[str]) -> bool:
+    """True when a sentence's content words are all reactions ("lol that's amazing!")."""
+    return all(w in _FILLER_WORDS and not _NUMBER.search(w) for w in words)
+
+
+@lru_cache(maxsize=65536)
+def rarity(word: str) -> float:
+    """How much a word tells, from 0 ("the") to about 7 (a word English does not know)."""
+    if _NUMBER.search(word):
+        return 6.0
+    return max(0.0, 7.0 - zipf_frequency(word, "en"))

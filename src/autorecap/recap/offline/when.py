@@ -1,0 +1,120 @@
+"""Relative times made absolute: "yesterday" in a scene of 8 May 2023 is 7 May 2023.
+
+A recap is read long after the scene, when "yesterday" no longer means anything. Given the
+scene's date, the common relative phrases are replaced by the date they name; a phrase that
+names the scene's own day ("today", "this morning") is left as it is, since the recap says the
+scene's date.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a couple of": 2,
+    "a couple": 2,
+    "couple of": 2,
+    "a few": 3,
+}
+_VAGUE = frozenset({"a few", "a couple", "a couple of", "couple of"})
+_COUNT = (
+    r"\d+|a couple(?: of)?|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten"
+)
+_RELATIVE = re.compile(
+    r"\b(?:"
+    r"(?P<before_yesterday>the\s+day\s+before\s+yesterday)"
+    r"|(?P<after_tomorrow>the\s+day\s+after\s+tomorrow)"
+    r"|(?P<yesterday>yesterday|yday|last\s+night)"
+    r"|(?P<tomorrow>tomorrow|tmrw|tmr)"
+    rf"|(?P<ago>(?P<ago_n>{_COUNT})\s+(?P<ago_unit>days?|weeks?|months?|years?)\s+ago)"
+    rf"|(?P<in>in\s+(?P<in_n>{_COUNT})\s+(?P<in_unit>days?|weeks?))"
+    r"|(?P<last>last|next)\s+(?P<span>week(?:end)?|month|year"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    r")\b",
+    re.IGNORECASE,
+)
+
+
+def day_text(day: date) -> str:
+    """7 May 2023."""
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def resolve(text: str, today: date | None) -> str:
+    """`text` with its relative times replaced by dates (nothing changes without `today`)."""
+    if today is None or not _RELATIVE.search(text):
+        return text
+    return _RELATIVE.sub(lambda match: _replacement(match, today), text)
+
+
+def _replacement(match: re.Match[str], today: date) -> str:
+    groups = match.groupdict()
+    if groups["before_yesterday"]:
+        return f"on {day_text(today - timedelta(days=2))}"
+    if groups["after_tomorrow"]:
+        return f"on {day_text(today + timedelta(days=2))}"
+    if groups["yesterday"]:
+        night = "the night of " if "night" in groups["yesterday"].lower() else ""
+        return f"on {night}{day_text(today - timedelta(days=1))}"
+    if groups["tomorrow"]:
+        return f"on {day_text(today + timedelta(days=1))}"
+    if groups["ago"]:
+        if " ".join(groups["ago_n"].lower().split()) in _VAGUE:  # "a few days before 8 May"
+            return f"{groups['ago_n']} {groups['ago_unit']} before {day_text(today)}"
+        count = _count(groups["ago_n"])
+        return _shifted(today, -count, groups["ago_unit"])
+    if groups["in"]:
+        count = _count(groups["in_n"])
+        return _shifted(today, count, groups["in_unit"])
+    direction = -1 if groups["last"].lower() == "last" else 1
+    span = groups["span"].lower()
+    if span in _WEEKDAYS:
+        return f"on {day_text(_weekday(today, _WEEKDAYS.index(span), direction))}"
+    if span == "week":
+        return f"the week {'before' if direction < 0 else 'after'} {day_text(today)}"
+    if span == "weekend":
+        return f"the weekend {'before' if direction < 0 else 'after'} {day_text(today)}"
+    if span == "month":
+        month = (today.month - 1 + direction) % 12 + 1
+        year = today.year + (today.month - 1 + direction) // 12
+        return f"in {date(year, month, 1):%B} {year}"
+    return f"in {today.year + direction}"
+
+
+def _count(word: str) -> int:
+    word = " ".join(word.lower().split())
+    return int(word) if word.isdigit() else _NUMBERS.get(word, 1)
+
+
+def _shifted(today: date, count: int, unit: str) -> str:
+    unit = unit.lower().rstrip("s")
+    if unit == "day":
+        return f"on {day_text(today + timedelta(days=count))}"
+    if unit == "week":
+        return f"the week of {day_text(today + timedelta(weeks=count))}"
+    if unit == "month":
+        total = today.month - 1 + count
+        return f"in {date(today.year + total // 12, total % 12 + 1, 1):%B %Y}"
+    return f"in {today.year + count}"
+
+
+def _weekday(today: date, weekday: int, direction: int) -> date:
+    """The weekday before (direction -1) or after (1) `today`, never `today` itself."""
+    step = (today.weekday() - weekday) % 7 or 7
+    if direction < 0:
+        return today - timedelta(days=step)
+    return today + timedelta(days=(weekday - today.weekday()) % 7 or 7)
