@@ -242,6 +242,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         return []
     openings = [_opening(turn.text) for turn in turns]
     bags = [_content(turn.text) for turn in turns]
+    vocabulary = [frozenset(_WORD.findall(turn.text.lower())) for turn in turns]
     if not window:
         words_each = sum(sum(b.values()) for b in bags) / count
         window = max(3, min(10, round(40 / max(words_each, 1.0))))
@@ -275,7 +276,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         if turn.narrator and not before.narrator:
             cues["narrator"] = 2.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))
-        place = _place_score(turn.text, opening, turns[max(0, index - 8) : index])
+        seen: set[str] = set().union(*vocabulary[max(0, index - 8) : index])
+        place = _place_score(turn.text, opening, seen)
         if place:
             cues["place"] = place
         cast = _cast_change(turns, index, window)
@@ -382,10 +384,10 @@ def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -
     return cues
 
 
-def _place_score(text: str, opening: str, recent: Sequence[Turn]) -> float:
+def _place_score(text: str, opening: str, seen: set[str]) -> float:
+    """A place the opening names that the last messages (their words: `seen`) did not."""
     first_cased = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0]
     first = first_cased.lower()
-    seen = " ".join(t.text.lower() for t in recent)
     score = 0.0
     for word in _WORD.findall(first):
         singular = word[:-1] if word.endswith("s") and word[:-1] in PLACES else word
@@ -394,13 +396,13 @@ def _place_score(text: str, opening: str, recent: Sequence[Turn]) -> float:
             break
     for match in _PLACE_NAME.finditer(_MARKUP.sub("", text[:300])):
         name = match.group(1).removeprefix("the ")
-        if name.lower() not in seen and len(name) > 2:
+        if len(name) > 2 and not set(_WORD.findall(name.lower())) <= seen:
             score += 0.8
             break
     for match in _NAMED_PLACE.finditer(first_cased):
         words = match.group(0).split()
         if (words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES) and (
-            match.group(0).lower() not in seen
+            not set(_WORD.findall(match.group(0).lower())) <= seen
         ):
             score += 0.8
             break
@@ -435,8 +437,8 @@ def _topic_dips(bags: Sequence[Counter[str]], window: int) -> list[float]:
     for index in range(1, count):
         left.update(bags[index - 1])
         if index - 1 - window >= 0:
-            left.subtract(bags[index - 1 - window])
-        right.subtract(bags[index - 1])
+            _remove(left, bags[index - 1 - window])
+        _remove(right, bags[index - 1])
         if index + window - 1 < count:
             right.update(bags[index + window - 1])
         similarity[index] = _cosine(left, right, weight)
@@ -460,6 +462,17 @@ def _topic_dips(bags: Sequence[Counter[str]], window: int) -> list[float]:
     mean = sum(positive) / len(positive)
     spread = math.sqrt(sum((d - mean) ** 2 for d in positive) / len(positive)) or 1.0
     return [round(max(0.0, min(1.5, 0.75 * (d - mean) / spread)), 3) for d in depths]
+
+
+def _remove(window: Counter[str], bag: Counter[str]) -> None:
+    """Take a message's words out of a window (words that leave it entirely are deleted, so
+    a window stays the size of its messages)."""
+    for word, count in bag.items():
+        left = window[word] - count
+        if left > 0:
+            window[word] = left
+        else:
+            del window[word]
 
 
 def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float:

@@ -46,6 +46,9 @@ class OfflineBackend(RecapBackend):
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_counter()
+        self._shortened: dict[tuple[str, int], str] = {}
+        """Lines shortened before: a running recap shortens the same old lines at each
+        version."""
 
     # --- tier 1: one message -----------------------------------------------------------------
 
@@ -111,6 +114,14 @@ class OfflineBackend(RecapBackend):
         """A recap line shortened to about `tokens` tokens: its header kept, then its most
         telling sentences, at least the one that tells the most (whole: half a sentence
         tells less than one whole)."""
+        key = (line, tokens)
+        if key not in self._shortened:
+            if len(self._shortened) > 50_000:
+                self._shortened.clear()
+            self._shortened[key] = self._shorten(line, tokens)
+        return self._shortened[key]
+
+    def _shorten(self, line: str, tokens: int) -> str:
         match = _HEADER.match(line)
         head = match.group(0) if match else ""
         pieces = parse(line[len(head) :])

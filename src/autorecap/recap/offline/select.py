@@ -9,9 +9,12 @@ back in the order they were said, grouped by speaker ("Caroline: ... Melanie: ..
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.offline.text import WORD, content_words, rarity
@@ -32,6 +35,10 @@ SALIENT = frozenset(
     """.split()
 )
 """Words that mark events a memory should keep."""
+LABEL_TOKENS = 3
+"""What naming a speaker costs ("Caroline: ")."""
+MIN_WORTH = 0.35
+"""Below this worth per token a sentence is not worth its tokens."""
 _DIGIT = re.compile(r"\d")
 NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
@@ -61,34 +68,40 @@ def choose(
     known: frozenset[str] = frozenset(),
 ) -> list[Piece]:
     """The pieces worth most per token that fit `budget` (speaker labels counted), in order.
-    `known`: words every piece would repeat (the speakers' names), worth little."""
-    words = [content_words(p.text) for p in pieces]
-    values = [_word_values(p.text, known) for p in pieces]
+    `known`: words every piece would repeat (the speakers' names), worth little.
+
+    Greedy on worth per token, lazily: a piece's worth only falls as words get covered, so
+    a piece whose stale worth still tops the heap is rescored, and taken if it stays on top."""
+    profiles = [_profile(p.text, p.question, known) for p in pieces]
     costs = [max(1, counter.count(p.text)) for p in pieces]
-    bonus = [_bonus(p, w) for p, w in zip(pieces, words, strict=True)]
-    slight = [_slight(p, w) for p, w in zip(pieces, words, strict=True)]
     covered: set[str] = set()
+    speakers: set[str] = set()
     chosen: list[int] = []
     spent = 0
-    speakers: set[str] = set()
-    remaining = set(range(len(pieces)))
-    while remaining:
-        best, best_worth = -1, 0.0
-        for i in remaining:
-            label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else 3
-            if spent + costs[i] + label > budget:
-                continue
-            gain = sum(values[i][w] for w in words[i] if w not in covered)
-            worth = (gain + bonus[i]) / (costs[i] + label) ** 0.85 * slight[i]
-            if worth > best_worth:
-                best, best_worth = i, worth
-        if best < 0 or best_worth < 0.35:
+
+    def worth(i: int) -> float:
+        values, bonus, factor = profiles[i]
+        label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else LABEL_TOKENS
+        gain = sum(v for w, v in values.items() if w not in covered)
+        return (gain + bonus) / math.pow(costs[i] + label, 0.85) * factor
+
+    heap = [(-worth(i), i) for i in range(len(pieces))]
+    heapq.heapify(heap)
+    while heap:
+        _stale, i = heapq.heappop(heap)
+        label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else LABEL_TOKENS
+        if spent + costs[i] + label > budget:
+            continue  # never fits again (the budget only shrinks)
+        fresh = worth(i)
+        if heap and fresh < -heap[0][0]:
+            heapq.heappush(heap, (-fresh, i))
+            continue
+        if fresh < MIN_WORTH:
             break
-        remaining.discard(best)
-        chosen.append(best)
-        covered |= words[best]
-        spent += costs[best] + (0 if pieces[best].speaker in speakers else 3)
-        speakers.add(pieces[best].speaker)
+        chosen.append(i)
+        covered.update(profiles[i][0])
+        spent += costs[i] + label
+        speakers.add(pieces[i].speaker)
     return [pieces[i] for i in sorted(chosen, key=lambda i: pieces[i].position)]
 
 
@@ -99,10 +112,12 @@ def best(
     only a part of one sentence)."""
 
     def worth(piece: Piece) -> float:
-        values = _word_values(piece.text, known)
-        words = content_words(piece.text)
-        gain = sum(values[w] for w in words) + _bonus(piece, words)
-        return gain / max(1, counter.count(piece.text)) ** 0.85 * _slight(piece, words)
+        values, bonus, factor = _profile(piece.text, piece.question, known)
+        return (
+            (sum(values.values()) + bonus)
+            / math.pow(max(1, counter.count(piece.text)), 0.85)
+            * factor
+        )
 
     return max(pieces, key=worth)
 
@@ -178,7 +193,7 @@ def fit_lines(
 
     low, high = 0.0, float(max(sizes))
     best_fit = [*floors, lines[-1]]
-    while high - low > 4:
+    while high - low > max(4.0, 0.04 * high):
         middle = (low + high) / 2
         candidate = shortened(middle)
         if total(candidate) <= budget:
@@ -186,6 +201,23 @@ def fit_lines(
         else:
             high = middle
     return best_fit
+
+
+@lru_cache(maxsize=65536)
+def _profile(
+    text: str, question: bool, known: frozenset[str]
+) -> tuple[dict[str, float], float, float]:
+    """What a sentence is worth: its content words' values, its bonus for events, and the
+    factor for questions and slight remarks."""
+    words = content_words(text)
+    values = _word_values(text, known)
+    content = {w: values.get(w, 0.0) for w in words}
+    events = sum(1 for w in words if w in SALIENT)
+    factor = 0.6 if question else 1.0
+    short = len(text.split()) <= 4 and not events
+    if short and not _DIGIT.search(text) and not _CAPITAL.search(text):
+        factor *= 0.4  # a short remark with no number, name or event ("A classic arrangement.")
+    return content, 1.5 * min(events, 2), factor
 
 
 def _word_values(text: str, known: frozenset[str]) -> dict[str, float]:
@@ -204,18 +236,3 @@ def _word_values(text: str, known: frozenset[str]) -> dict[str, float]:
             value = 0.3
         values[word] = max(values.get(word, 0.0), value)
     return values
-
-
-def _slight(piece: Piece, words: frozenset[str]) -> float:
-    """Less for a question (its answer tells more) and for a short remark with no number,
-    name or event in it ("A classic arrangement.")."""
-    factor = 0.6 if piece.question else 1.0
-    short = len(piece.text.split()) <= 4 and not any(w in SALIENT for w in words)
-    if short and not _DIGIT.search(piece.text) and not _CAPITAL.search(piece.text):
-        factor *= 0.4
-    return factor
-
-
-def _bonus(piece: Piece, words: frozenset[str]) -> float:
-    events = sum(1 for w in words if w in SALIENT)
-    return 1.5 * min(events, 2)

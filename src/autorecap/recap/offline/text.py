@@ -97,6 +97,7 @@ STOPWORDS = frozenset(
     like thing things stuff lot lots kind sort bit pretty maybe probably actually though
     """.split()
 )
+_STOP_PLAIN = frozenset(w.replace("'", "") for w in STOPWORDS)
 _FILLER_WORDS = frozenset(
     """
     lol haha omg wow cool nice great awesome amazing thanks thank love glad happy sorry good
@@ -182,19 +183,17 @@ def _named(match: re.Match[str], other: str) -> str:
     return f"{named} {verb}"
 
 
+@lru_cache(maxsize=65536)
 def content_words(text: str) -> frozenset[str]:
     """The words that carry content: lower case, no stopwords."""
-    return frozenset(w for w in (m.lower().strip("'’-") for m in WORD.findall(text)) if _content(w))
-
-
-def _content(word: str) -> bool:
-    if _NUMBER.search(word):
-        return True
-    return (
-        len(word) > 1
-        and word not in STOPWORDS
-        and word.replace("'", "").replace("’", "") not in STOPWORDS
-    )
+    found = set()
+    for raw in WORD.findall(text.lower()):
+        word = raw.strip("'’-")
+        if _NUMBER.search(word) or (
+            len(word) > 1 and word.replace("’", "").replace("'", "") not in _STOP_PLAIN
+        ):
+            found.add(word)
+    return frozenset(found)
 
 
 def is_filler(words: frozenset[str]) -> bool:
