@@ -23,33 +23,46 @@ DEFAULT_RUNNING_TEMPLATE: Final = (
 """The seeds' default running-recap template (seed 001)."""
 DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
 DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
-    "You keep the memory of a long roleplay between {{user}} and {{char}}.\n"
-    "Recap the message below in one or two short sentences, in the past tense, as a neutral "
-    "narrator. Keep every name, place, number, object, promise, secret and change of mood, "
-    "relationship or condition that it states; leave out style, and anything the earlier "
-    "messages already said. Answer with the recap alone.\n\n"
+    "You keep the notes of a long chat between {{user}} and {{char}}, so that they can be "
+    "reminded later of what happened.\n"
+    "Write the note for {{name}}'s message: one or two short sentences in the past tense that "
+    "say who did what, where and when, keeping every name, number, date, place, object, "
+    "promise, decision and change in a relationship it states. Leave out style, quotes and "
+    "what the earlier messages already said.\n\n"
     "Earlier messages:\n{{context}}\n\n"
-    "The message, from {{name}}:\n{{message}}"
+    "Message from {{name}}:\n{{message}}\n\n"
+    "Answer with the note alone."
 )
-
+DEFAULT_MESSAGE_BATCH_PROMPT: Final = (
+    "You keep the notes of a long chat between {{user}} and {{char}}, so that they can be "
+    "reminded later of what happened. Before these messages: {{earlier}}\n\n"
+    "{{messages}}\n\n"
+    "For each of the {{count}} messages above, write one line: its number in square brackets, "
+    "then one short past-tense sentence saying who did what, where and when, keeping every "
+    "name, number, date, place, object, promise and decision the message states. Nothing "
+    "else: no quotes, no comments, no lines of your own."
+)
 DEFAULT_SCENE_RECAP_PROMPT: Final = (
-    "You keep the memory of a long roleplay between {{user}} and {{char}}. Below is one scene "
-    "({{name}}), message by message.\n"
-    "Write its recap in at most {{max_tokens}} tokens: what happened, in order, as plain "
-    "past-tense statements. Keep every name, place, number, object, promise, secret, injury "
-    "and change in a relationship. No commentary. Answer with the recap alone.\n\n{{messages}}"
+    "You keep the memory of a long chat between {{user}} and {{char}}. Here is one scene "
+    "({{name}}; when and where: {{when}}), as {{source}}:\n\n{{messages}}\n\n"
+    "Recap the scene in at most {{max_tokens}} tokens: plain past-tense sentences saying who "
+    "did what, where and when (start with the day and place if known), keeping every name, "
+    "number, date, place, object, promise, decision and change in a relationship. No "
+    "commentary. Answer with the recap alone."
 )
 DEFAULT_RUNNING_RECAP_PROMPT: Final = (
-    "You keep the running memory of a long roleplay: a recap of every scene so far.\n"
-    "Fold the new scene into it and answer with the whole new recap, at most {{max_tokens}} "
-    "tokens. Keep the facts that still matter (names, places, numbers, debts, promises, secrets, "
-    "injuries, relationships, open questions); shorten what is settled or old; never drop the "
-    "new scene.\n\nThe recap so far:\n{{previous}}\n\nThe new scene ({{name}}):\n{{scene}}"
+    "Here is the running memory of a long chat, one line per scene, oldest first, and a new "
+    "scene's line. Together they are too long: rewrite them as at most {{max_tokens}} tokens. "
+    "Shorten the oldest lines most and merge them if you must; keep each line's day and place, "
+    "and the names, numbers, dates, places, debts, promises, decisions and relationships that "
+    "still matter; keep the new scene's line whole. Answer with the lines alone, each starting "
+    'with "- ".\n\n{{previous}}\n- {{scene}}'
 )
 DEFAULT_SCENE_BREAK_PROMPT: Final = (
-    "Below are numbered messages from a roleplay. A scene ends where the place, the time or the "
-    "situation clearly changes. Find the first message, numbered from {{earliest}} to "
-    "{{latest}}, that is the LAST message of a scene. Answer with JSON only: "
+    "Below are numbered messages of a chat (some shown as a short note). A scene ends where "
+    "the place, the time or the situation clearly changes, or a conversation ends and another "
+    "starts later. Find the first message, numbered from {{earliest}} to {{latest}}, that is the "
+    "LAST message of a scene. Answer with JSON only: "
     '{"scene_break_at": <number or null>, "reason": "<a few words>"}.\n\n{{messages}}'
 )
 
@@ -181,6 +194,31 @@ class Settings(BaseModel):
         description="Prompt for a message recap: {{message}}, {{name}}, {{context}}, {{user}}, "
         "{{char}}.",
     )
+    message_batch_prompt: str = Field(
+        DEFAULT_MESSAGE_BATCH_PROMPT,
+        description="Prompt for the recaps of several messages in one call: {{messages}} "
+        "(numbered), {{count}}, {{earlier}}, {{user}}, {{char}}.",
+    )
+    llm_batch_tokens: int = Field(
+        3000,
+        ge=0,
+        le=100_000,
+        description="Messages recapped together in one LLM call, up to this many tokens of "
+        "them (0: one message per call).",
+    )
+    llm_answer_retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="Retries when an LLM answer is not a recap (empty, the prompt's own labels, "
+        "the message copied back); then the message keeps the error.",
+    )
+    skip_unused_message_recaps: bool = Field(
+        False,
+        description="Make no message recaps while nothing injects them "
+        "(message_recap_injection_enabled off): fewer LLM calls; scenes are then recapped from "
+        "their messages.",
+    )
     message_recap_prefill: str = Field(
         "", description="Start of the LLM's answer (an assistant prefill), kept as 'prefill'."
     )
@@ -192,16 +230,16 @@ class Settings(BaseModel):
     )
     scene_recap_prompt: str = Field(
         DEFAULT_SCENE_RECAP_PROMPT,
-        description="Prompt for a scene recap: {{messages}}, {{name}}, {{user}}, {{char}}, "
-        "{{max_tokens}}.",
+        description="Prompt for a scene recap: {{messages}}, {{name}}, {{when}}, {{source}}, "
+        "{{user}}, {{char}}, {{max_tokens}}.",
     )
     scene_recap_max_tokens: int = Field(
         250, ge=20, le=4000, description="Longest scene recap in tokens."
     )
     running_recap_prompt: str = Field(
         DEFAULT_RUNNING_RECAP_PROMPT,
-        description="Prompt to fold a scene into the running recap: {{previous}}, {{scene}}, "
-        "{{name}}, {{max_tokens}}.",
+        description="Prompt to condense the running recap when a new scene's line does not fit: "
+        "{{previous}}, {{scene}}, {{name}}, {{max_tokens}}.",
     )
     scene_break_prompt: str = Field(
         DEFAULT_SCENE_BREAK_PROMPT,

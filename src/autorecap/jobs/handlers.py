@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,8 +25,8 @@ from autorecap.recap import (
     scene_recap_due,
     update_running_recap,
 )
-from autorecap.recap.backend import RecapBackend
-from autorecap.recap.messages import build_request, needs_recap, store_result
+from autorecap.recap.backend import RecapBackend, RecapResult
+from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
 SCENE_PRIORITY = 10
 RUNNING_PRIORITY = 0
+BATCH_MOST = 40
+"""Message jobs one handler takes together when its backend recaps several per call."""
 SAVE_PART = 100
 """How many changed messages a job saves in one transaction."""
 
@@ -88,55 +91,100 @@ def enqueue_pipeline(
 
 
 def _message_recap(worker: Worker, job: Job) -> None:
+    """Recap one message; with a backend that recaps several per call, the chat's other
+    waiting message jobs too (`JobQueue.claim_siblings`), each finished on its own."""
     chat = worker.chat(job.chat_id)
     settings = worker.settings_for(chat)
-    counter = get_counter(settings.tokenizer)
     backend = worker.backend(settings)
-    with worker.chat_lock(job.chat_id):
-        index = _index_of(chat, job.target)
-        if index is None:  # the message was deleted: nothing to do
-            worker.queue.complete(job)
-            return
-        message = chat.messages[index]
-        input_hash = _input_hash(message, backend.name, settings)
-        previous = worker.queue.last_input(job)
-        has_recap = bool(get_memory(message)) and not get_data(message, "error")
-        if previous == input_hash and has_recap:
-            worker.stats.llm_skipped += 1
-            worker.queue.complete(job, input_hash=input_hash)
-            return
-        edited = bool(get_data(message, "edited"))
-        changed = previous is not None and previous != input_hash
-        if not needs_recap(message, settings, counter, force=changed and not edited):
-            worker.queue.complete(job, input_hash=input_hash)
-            return
-        request = build_request(chat, index, settings, counter)
-    try:
-        result = backend.message_recap(request)  # no lock held: other jobs go on meanwhile
-    except AutorecapError as error:
-        with worker.chat_lock(job.chat_id):
-            store_result(message, error)
-            worker.save(chat, changed=[message])
-        raise
-    worker.check_cancel(job)
-    with worker.chat_lock(job.chat_id):
-        # Another process may have changed the chat during the call: apply to a fresh copy.
-        if worker.chat(job.chat_id) is not chat and worker.chat_source is not None:
+    siblings = worker.queue.claim_siblings(job, BATCH_MOST - 1) if backend.batch_tokens > 0 else []
+    with worker.holding(siblings):
+        try:
+            failures = _recap_messages(worker, [job, *siblings], chat, settings, backend)
+        except BaseException:
+            worker.queue.release(siblings)  # the primary job's failure is recorded for it
+            raise
+    for other in siblings:
+        if other.id in failures:
+            worker.record_failure(other, failures[other.id])
+        else:
+            worker.record_done()
+    if job.id in failures:
+        raise failures[job.id]
+
+
+def _recap_messages(
+    worker: Worker, jobs: list[Job], chat: Chat, settings: Settings, backend: RecapBackend
+) -> dict[int, AutorecapError]:
+    """The work of message jobs: recaps made (no lock held during LLM calls), stored and saved
+    with the jobs' completions in one transaction. Returns the jobs that failed."""
+    counter = get_counter(settings.tokenizer)
+    chat_id = jobs[0].chat_id
+    planned: list[tuple[Job, Message, str, int]] = []
+    with worker.chat_lock(chat_id):
+        for job in jobs:
+            index = _index_of(chat, job.target)
+            if index is None:  # the message was deleted: nothing to do
+                worker.queue.complete(job)
+                continue
+            message = chat.messages[index]
+            input_hash = _input_hash(message, backend.name, settings)
+            has_recap = bool(get_memory(message)) and not get_data(message, "error")
+            previous = worker.queue.last_input(job)
+            if previous == input_hash and has_recap:
+                worker.stats.llm_skipped += 1
+                worker.queue.complete(job, input_hash=input_hash)
+                continue
+            edited = bool(get_data(message, "edited"))
+            changed = previous is not None and previous != input_hash
+            if not needs_recap(message, settings, counter, force=changed and not edited):
+                worker.queue.complete(job, input_hash=input_hash)
+                continue
+            planned.append((job, message, input_hash, index))
+        groups = batches(chat, [index for *_, index in planned], backend.batch_tokens, counter)
+        requests = {
+            index: build_request(chat, index, settings, counter)
+            for group in groups
+            for index in group
+        }
+    results: dict[int, RecapResult | AutorecapError] = {}
+    for group in groups:  # no lock held: other jobs and requests go on meanwhile
+        answers = backend.message_recaps([requests[index] for index in group])
+        results.update(zip(group, answers, strict=True))
+    for job, *_ in planned:
+        worker.check_cancel(job)
+    failures: dict[int, AutorecapError] = {}
+    with worker.chat_lock(chat_id):
+        # Another process may have changed the chat during the calls: apply to a fresh copy.
+        if worker.chat(chat_id) is not chat and worker.chat_source is not None:
             raise ChangedMeanwhileError("the chat was replaced during the recap")
-        chat = worker.chat(job.chat_id)
-        index = _index_of(chat, job.target)
-        if index is None:
-            worker.queue.complete(job)
-            return
-        message = chat.messages[index]
-        if _input_hash(message, backend.name, settings) != input_hash:
-            raise AutorecapError("the message changed during its recap; it is recapped again")
-        store_result(message, result)
-        worker.save(
-            chat,
-            changed=[message],
-            also=lambda db: worker.queue.finish(db, job, input_hash=input_hash),
-        )
+        live = worker.chat(chat_id)
+        stored: list[tuple[Job, str]] = []
+        changed_messages: list[Message] = []
+        for job, _, input_hash, index in planned:
+            now_index = _index_of(live, job.target)
+            if now_index is None:
+                stored.append((job, ""))  # deleted meanwhile: done, nothing to store
+                continue
+            message = live.messages[now_index]
+            result = results[index]
+            if _input_hash(message, backend.name, settings) != input_hash:
+                failures[job.id] = AutorecapError(
+                    "the message changed during its recap; it is recapped again"
+                )
+                continue
+            store_result(message, result)
+            changed_messages.append(message)
+            if isinstance(result, AutorecapError):
+                failures[job.id] = result
+            else:
+                stored.append((job, input_hash))
+
+        def finish(db: sqlite3.Connection) -> None:
+            for job, input_hash in stored:
+                worker.queue.finish(db, job, input_hash=input_hash or None)
+
+        worker.save(live, changed=changed_messages, also=finish)
+    return failures
 
 
 def _on_chat(

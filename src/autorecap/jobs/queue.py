@@ -159,6 +159,53 @@ class JobQueue:
         result: Job | None = self.store.run(work)
         return result
 
+    def claim_siblings(self, job: Job, limit: int) -> list[Job]:
+        """Take up to `limit` more ready jobs of the same kind and chat as `job` (oldest first),
+        so that one LLM call can do their work together. Each is then this worker's, as if
+        claimed one by one."""
+        now = self.clock()
+        if limit <= 0:
+            return []
+
+        def work(db: sqlite3.Connection) -> list[Job]:
+            rows = db.execute(
+                f"""SELECT {_COLUMNS} FROM jobs j
+                    WHERE state = 'queued' AND kind = ? AND chat_id = ? AND not_before <= ?
+                      AND id != ?
+                      AND NOT EXISTS (
+                        SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on
+                        WHERE d.job_id = j.id AND p.state IN ('queued', 'running'))
+                    ORDER BY id LIMIT ?""",
+                (job.kind, job.chat_id, now, job.id, limit),
+            ).fetchall()
+            db.executemany(
+                "UPDATE jobs SET state = 'running', worker = ?, lease_until = ?, "
+                "attempts = attempts + 1, updated_at = ? WHERE id = ? AND state = 'queued'",
+                [(self.worker_name, now + self.lease_s, now, row[0]) for row in rows],
+            )
+            taken = [_job(row) for row in rows]
+            return [
+                Job(**{**t.__dict__, "state": "running", "attempts": t.attempts + 1}) for t in taken
+            ]
+
+        result: list[Job] = self.store.run(work)
+        return result
+
+    def release(self, jobs: Iterable[Job]) -> None:
+        """Give back jobs this worker claimed and did not run (queued again, the attempt not
+        counted)."""
+        ids = [j.id for j in jobs]
+        if not ids:
+            return
+        now = self.clock()
+        self.store.run(
+            lambda db: db.executemany(
+                "UPDATE jobs SET state = 'queued', worker = NULL, attempts = attempts - 1, "
+                "updated_at = ? WHERE id = ? AND state = 'running' AND worker = ?",
+                [(now, job_id, self.worker_name) for job_id in ids],
+            )
+        )
+
     def finish(self, db: sqlite3.Connection, job: Job, *, input_hash: str | None = None) -> None:
         """Mark `job` done (call it inside the transaction that writes the job's effect). A
         worker that lost the job (its lease ran out and another worker took it) raises

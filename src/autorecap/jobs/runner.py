@@ -237,14 +237,7 @@ class Worker:
             self.queue.complete(job)
             return
         except AutorecapError as error:
-            state = self.queue.fail(job, str(error))
-            with self._lock:
-                if state == "failed":
-                    self.stats.failed += 1
-                    self.stats.errors.append(f"{job.label}: {error}")
-                else:
-                    self.stats.retried += 1
-            log.warning("job %s (%s) failed: %s; now %s", job.id, job.label, error, state)
+            self.record_failure(job, error)
             return
         except Exception as error:
             log.exception("job %s (%s) crashed", job.id, job.label)
@@ -254,6 +247,34 @@ class Worker:
             self.stats.done += 1
 
     # --- chats and settings ----------------------------------------------------------------------
+
+    @contextmanager
+    def holding(self, jobs: Sequence[Job]) -> Iterator[None]:
+        """Jobs a handler claimed besides its own (`JobQueue.claim_siblings`): their leases
+        are renewed with the worker's own while it works on them."""
+        with self._running_lock:
+            self._running.update(j.id for j in jobs)
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._running.difference_update(j.id for j in jobs)
+
+    def record_failure(self, job: Job, error: AutorecapError) -> None:
+        """Record a job's failure (retried later, or failed for good) and count it."""
+        state = self.queue.fail(job, str(error))
+        with self._lock:
+            if state == "failed":
+                self.stats.failed += 1
+                self.stats.errors.append(f"{job.label}: {error}")
+            else:
+                self.stats.retried += 1
+        log.warning("job %s (%s) failed: %s; now %s", job.id, job.label, error, state)
+
+    def record_done(self) -> None:
+        """Count a job done by a handler besides its own."""
+        with self._lock:
+            self.stats.done += 1
 
     def check_cancel(self, job: Job) -> None:
         """Stop a job that was cancelled while it ran, before it changes anything (the

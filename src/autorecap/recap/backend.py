@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
 from autorecap.errors import AutorecapError
+
+_NUMBERED_SCENE = re.compile(r"^Scene \d+(?: \(\d+-\d+\))?$")
 
 
 class LLMError(AutorecapError):
@@ -80,6 +84,17 @@ class CombineRequest:
     scene_name: str
     max_tokens: int = 2000
 
+    @property
+    def line(self) -> str:
+        """The new scene's line: "- " and its recap, with the scene's name in brackets
+        before it when the recap does not open with its day or place ("[...]") and the name
+        is more than a number ("Scene 4 (120-141)")."""
+        recap = " ".join(self.scene_recap.split())
+        name = self.scene_name.strip()
+        if not recap.startswith("[") and name and not _NUMBERED_SCENE.match(name):
+            recap = f"[{name}] {recap}"
+        return f"- {recap}".rstrip()
+
 
 @dataclass(frozen=True)
 class SceneBreakRequest:
@@ -101,14 +116,52 @@ class RecapResult:
     extras: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass
+class Usage:
+    """What a backend has spent: calls to its model and the tokens they carried."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
 class RecapBackend(ABC):
     """Writes recaps. `name` says which backend it is (for logs and stored metadata)."""
 
     name: str = "backend"
+    batch_tokens: int = 0
+    """How many tokens of messages one call may recap together (`message_recaps`); 0: one
+    message per call."""
+
+    @property
+    def usage(self) -> Usage:
+        """What this backend has spent so far (nothing, for the offline engine)."""
+        found: Usage | None = self.__dict__.get("_usage")
+        if found is None:
+            found = self.__dict__["_usage"] = Usage()
+        return found
 
     @abstractmethod
     def message_recap(self, request: RecapRequest) -> RecapResult:
         """The recap of one message. Raises `LLMError` when it cannot be made."""
+
+    def message_recaps(
+        self, requests: Sequence[RecapRequest]
+    ) -> list[RecapResult | AutorecapError]:
+        """The recaps of consecutive messages, in order, each a result or the error that
+        stopped it. A backend that can recap several messages in one call overrides this."""
+        results: list[RecapResult | AutorecapError] = []
+        for request in requests:
+            try:
+                results.append(self.message_recap(request))
+            except AutorecapError as error:
+                results.append(error)
+        return results
 
     @abstractmethod
     def scene_recap(self, request: SceneRecapRequest) -> RecapResult:

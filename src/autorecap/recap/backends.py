@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autorecap.core.tokens import get_counter
 from autorecap.recap.backend import LLMError, RecapBackend
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.openai_compat import OpenAICompatBackend
@@ -28,11 +29,15 @@ def make_backend(
         "timeout_s": settings.llm_timeout_s,
         "retries": settings.llm_retries,
         "message_prompt": settings.message_recap_prompt,
+        "batch_prompt": settings.message_batch_prompt,
+        "batch_tokens": settings.llm_batch_tokens,
+        "answer_retries": settings.llm_answer_retries,
         "scene_prompt": settings.scene_recap_prompt,
         "running_prompt": settings.running_recap_prompt,
         "break_prompt": settings.scene_break_prompt,
         "break_retries": settings.scene_break_retries,
         "prefill": settings.message_recap_prefill,
+        "counter": get_counter(settings.tokenizer),
     }
     options.update({k: v for k, v in overrides.items() if v is not None})
     return OpenAICompatBackend(**options)

@@ -68,6 +68,9 @@ def needs_recap(
     """True when the message should get a (new) recap."""
     if not check_message_exclusion(message, settings, counter, group_id):
         return False
+    unused = settings.skip_unused_message_recaps and not settings.message_recap_injection_enabled
+    if unused and not force:
+        return False  # nothing would inject it: the scene is recapped from its messages
     if not message.text.strip():
         return False
     if get_data(message, "edited") and not force:
@@ -113,43 +116,72 @@ def recap_all(
     concurrency: int = 1,
 ) -> RecapStats:
     """Recap every message that needs one, oldest first; `progress(done, total)` counts those
-    messages (`(0, 0)` when none needs one). With `concurrency > 1` the backend
-    is called that many times at once (LLM calls are independent); results are stored in
-    message order on this thread, so a chat is only ever written by one thread."""
+    messages (`(0, 0)` when none needs one). A backend that recaps several messages per call
+    gets them in runs of consecutive messages (`batches`); with `concurrency > 1` that many
+    calls run at once. Results are stored in message order on this thread, so a chat is only
+    ever written by one thread."""
     stats = RecapStats()
-    total = len(chat.messages)
     todo = [
         i
         for i, m in enumerate(chat.messages)
         if needs_recap(m, settings, counter, group_id, force=force)
     ]
-    stats.skipped = total - len(todo)
+    stats.skipped = len(chat.messages) - len(todo)
     if not todo:
         if progress is not None:
             progress(0, 0)  # nothing to do: done
         return stats
-    if concurrency <= 1 or len(todo) <= 1:
-        for done, index in enumerate(todo, start=1):
-            outcome = recap_message(
-                chat, index, backend, settings, counter, force=force, group_id=group_id
-            )
-            _count(stats, chat, index, outcome)
-            if progress is not None:
-                progress(done, len(todo))
-        return stats
-    requests = {i: build_request(chat, i, settings, counter) for i in todo}
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="autorecap-llm") as pool:
-        futures = {index: pool.submit(backend.message_recap, requests[index]) for index in todo}
-        for done, index in enumerate(todo, start=1):
-            try:
-                result: RecapResult | AutorecapError = futures[index].result()
-            except AutorecapError as error:
-                result = error
+    groups = batches(chat, todo, backend.batch_tokens, counter)
+    done = 0
+
+    def store(group: list[int], results: list[RecapResult | AutorecapError]) -> None:
+        nonlocal done
+        for index, result in zip(group, results, strict=True):
             store_result(chat.messages[index], result)
             _count(stats, chat, index, not isinstance(result, AutorecapError))
-            if progress is not None:
-                progress(done, len(todo))
+            if isinstance(result, AutorecapError):
+                log.warning("recap of message %d failed: %s", index, result)
+        done += len(group)
+        if progress is not None:
+            progress(done, len(todo))
+
+    if concurrency <= 1 or len(groups) <= 1:
+        for group in groups:
+            requests = [build_request(chat, i, settings, counter) for i in group]
+            store(group, backend.message_recaps(requests))
+        return stats
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="autorecap-llm") as pool:
+        futures = [
+            pool.submit(
+                backend.message_recaps, [build_request(chat, i, settings, counter) for i in group]
+            )
+            for group in groups
+        ]
+        for group, future in zip(groups, futures, strict=True):
+            store(group, future.result())
     return stats
+
+
+def batches(
+    chat: Chat, indexes: list[int], batch_tokens: int, counter: TokenCounter, most: int = 40
+) -> list[list[int]]:
+    """`indexes` (in chat order) cut into runs for one call each, holding at most
+    `batch_tokens` tokens of messages together (and at most `most` messages); one each when
+    the backend takes one message per call (`batch_tokens` 0)."""
+    if batch_tokens <= 0:
+        return [[i] for i in indexes]
+    groups: list[list[int]] = []
+    size = 0
+    for index in indexes:
+        tokens = counter.count(chat.messages[index].text)
+        current = groups[-1] if groups else None
+        if current is None or size + tokens > batch_tokens or len(current) >= most:
+            groups.append([index])
+            size = tokens
+        else:
+            current.append(index)
+            size += tokens
+    return groups
 
 
 def store_result(message: Message, result: RecapResult | AutorecapError) -> None:

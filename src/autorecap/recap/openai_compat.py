@@ -13,14 +13,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
 from autorecap.core.template import render
+from autorecap.core.tokens import TokenCounter, get_counter
+from autorecap.errors import AutorecapError
+from autorecap.recap.answers import (
+    BadAnswerError,
+    check_recap,
+    extract_json,
+    numbered_lines,
+    prompt_labels,
+    split_reasoning,
+)
 from autorecap.recap.backend import (
     CombineRequest,
     LLMError,
@@ -30,12 +39,11 @@ from autorecap.recap.backend import (
     SceneBreakRequest,
     SceneRecapRequest,
 )
+from autorecap.recap.offline.when import day_text
 from autorecap.settings import Settings
 
 log = logging.getLogger("autorecap.llm")
 
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 MAX_BACKOFF_S = 30.0
 
 
@@ -56,14 +64,18 @@ class OpenAICompatBackend(RecapBackend):
         retries: int = 3,
         headers: dict[str, str] | None = None,
         message_prompt: str | None = None,
+        batch_prompt: str | None = None,
         scene_prompt: str | None = None,
         running_prompt: str | None = None,
         break_prompt: str | None = None,
         break_retries: int = 2,
+        answer_retries: int = 2,
+        batch_tokens: int = 3000,
         prefill: str = "",
         client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         backoff_s: float = 0.5,
+        counter: TokenCounter | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(
@@ -80,16 +92,24 @@ class OpenAICompatBackend(RecapBackend):
         self.headers = dict(headers or {})
         defaults = Settings()
         self.message_prompt = message_prompt or defaults.message_recap_prompt
+        self.batch_prompt = batch_prompt or defaults.message_batch_prompt
         self.scene_prompt = scene_prompt or defaults.scene_recap_prompt
         self.running_prompt = running_prompt or defaults.running_recap_prompt
         self.break_prompt = break_prompt or defaults.scene_break_prompt
         self.break_retries = break_retries
+        self.answer_retries = answer_retries
+        self.batch_tokens = batch_tokens
         self.prefill = prefill
+        self.counter = counter or get_counter()
         self._client = client or httpx.Client(timeout=timeout_s)
         self._owns_client = client is None
         self._sleep = sleep
         self._backoff_s = backoff_s
-        self.calls = 0
+
+    @property
+    def calls(self) -> int:
+        """HTTP requests sent so far (retries included)."""
+        return self.usage.calls
 
     # --- recaps ------------------------------------------------------------------------------
 
@@ -105,36 +125,119 @@ class OpenAICompatBackend(RecapBackend):
                 "char": request.char,
             },
         )
-        text, reasoning = self.chat(
-            [{"role": "user", "content": prompt}],
-            prefill=self.prefill,
-            max_tokens=min(self.max_tokens, max(request.max_tokens * 4, 64)),
-        )
-        memory = text.strip()
-        if not memory:
-            raise LLMError("the LLM answered with an empty recap")
-        return RecapResult(memory=memory, reasoning=reasoning, prefill=self.prefill or None)
+        labels = prompt_labels(self.message_prompt)
+
+        def ask() -> RecapResult:
+            text, reasoning = self.chat(
+                [{"role": "user", "content": prompt}],
+                prefill=self.prefill,
+                max_tokens=min(self.max_tokens, max(request.max_tokens * 4, 64)),
+            )
+            memory = check_recap(text, labels=labels, sources=[request.text])
+            return RecapResult(memory=memory, reasoning=reasoning, prefill=self.prefill or None)
+
+        return self._retrying(ask)
+
+    def message_recaps(
+        self, requests: Sequence[RecapRequest]
+    ) -> list[RecapResult | AutorecapError]:
+        """Consecutive messages recapped in one call (`message_batch_prompt`): one numbered
+        line each. Lines missing or refused are asked again, `answer_retries` times, and
+        then kept as errors."""
+        if len(requests) <= 1:
+            return super().message_recaps(requests)
+        results: dict[int, RecapResult | AutorecapError] = {}
+        labels = prompt_labels(self.batch_prompt)
+        todo = list(range(len(requests)))
+        for attempt in range(1 + self.answer_retries):
+            if len(todo) == 1:
+                results[todo[0]] = super().message_recaps([requests[todo[0]]])[0]
+                return [results[i] for i in range(len(requests))]
+            asked = [requests[i] for i in todo]
+            lines = "\n".join(
+                f"[{n}] {r.name}: {' '.join(r.text.split())}" for n, r in enumerate(asked, 1)
+            )
+            earlier = " ".join(asked[0].earlier_recaps[-2:]) or "(the chat begins here)"
+            prompt = render(
+                self.batch_prompt,
+                {
+                    "messages": lines,
+                    "earlier": earlier,
+                    "count": str(len(asked)),
+                    "user": asked[0].user,
+                    "char": asked[0].char,
+                },
+            )
+            longest = max(r.max_tokens for r in asked)
+            try:
+                text, reasoning = self.chat(
+                    [{"role": "user", "content": prompt}],
+                    max_tokens=min(4000, max(128, len(asked) * longest * 2)),
+                )
+            except AutorecapError as error:
+                for i in todo:
+                    results[i] = error
+                break
+            answered = numbered_lines(text)
+            left = []
+            for n, i in enumerate(todo, 1):
+                try:
+                    line = answered.get(n, "")
+                    memory = check_recap(line, labels=labels, sources=[requests[i].text])
+                    results[i] = RecapResult(memory=memory, reasoning=reasoning)
+                except BadAnswerError as error:
+                    results[i] = (
+                        error
+                        if n in answered
+                        else BadAnswerError(f"the LLM gave no line for this message ({error})")
+                    )
+                    left.append(i)
+            if not left:
+                break
+            log.info("batch answer %d left %d messages without a recap", attempt + 1, len(left))
+            todo = left
+        return [results[i] for i in range(len(requests))]
 
     def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
-        lines = "\n".join(f"{m.name}: {m.text}" for m in request.messages)
+        """A scene from its messages, or from their recaps when every message has one and
+        they are shorter (the same facts for fewer tokens)."""
+        recaps = [m.recap for m in request.messages]
+        texts = [m.text for m in request.messages]
+        use_recaps = all(recaps) and self.counter.count("\n".join(recaps)) < self.counter.count(
+            "\n".join(texts)
+        )
+        lines = "\n".join(
+            f"{m.name}: {' '.join((m.recap if use_recaps else m.text).split())}"
+            for m in request.messages
+        )
+        when = ", ".join(
+            part for part in (day_text(request.day) if request.day else "", request.place) if part
+        )
         prompt = render(
             self.scene_prompt,
             {
                 "messages": lines,
                 "name": request.name or "the scene",
+                "when": when or "not said",
+                "source": "recaps of its messages" if use_recaps else "its messages",
                 "user": request.user,
                 "char": request.char,
                 "max_tokens": str(request.max_tokens),
             },
         )
-        text, reasoning = self.chat(
-            [{"role": "user", "content": prompt}], max_tokens=max(64, request.max_tokens * 2)
-        )
-        if not text.strip():
-            raise LLMError("the LLM answered with an empty scene recap")
-        return RecapResult(memory=text.strip(), reasoning=reasoning)
+        labels = prompt_labels(self.scene_prompt)
+
+        def ask() -> RecapResult:
+            text, reasoning = self.chat(
+                [{"role": "user", "content": prompt}], max_tokens=max(64, request.max_tokens * 2)
+            )
+            return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
+
+        return self._retrying(ask)
 
     def combine(self, request: CombineRequest) -> RecapResult:
+        """The running recap condensed to fit with the new scene's line (the caller appends a
+        scene without a call while the recap fits: this is asked only when it does not)."""
         prompt = render(
             self.running_prompt,
             {
@@ -144,17 +247,24 @@ class OpenAICompatBackend(RecapBackend):
                 "max_tokens": str(request.max_tokens),
             },
         )
-        text, reasoning = self.chat(
-            [{"role": "user", "content": prompt}], max_tokens=max(128, request.max_tokens + 200)
-        )
-        if not text.strip():
-            raise LLMError("the LLM answered with an empty running recap")
-        return RecapResult(memory=text.strip(), reasoning=reasoning)
+        labels = prompt_labels(self.running_prompt)
+
+        def ask() -> RecapResult:
+            text, reasoning = self.chat(
+                [{"role": "user", "content": prompt}], max_tokens=max(128, request.max_tokens + 200)
+            )
+            return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
+
+        return self._retrying(ask)
 
     def find_scene_break(self, request: SceneBreakRequest) -> int | None:
-        """Ask for the end of a scene; an answer outside the allowed range, or not JSON, is
+        """Ask for the end of a scene (each message shown by its recap when it has one: the
+        same story for fewer tokens); an answer outside the allowed range, or not JSON, is
         asked again (`break_retries` times) and then treated as no break."""
-        lines = "\n".join(f"[{m.index}] {m.name}: {m.text}" for m in request.messages)
+        lines = "\n".join(
+            f"[{m.index}] {m.name}: {' '.join((m.recap or m.text).split())}"
+            for m in request.messages
+        )
         prompt = render(
             self.break_prompt,
             {"messages": lines, "earliest": str(request.earliest), "latest": str(request.latest)},
@@ -175,6 +285,17 @@ class OpenAICompatBackend(RecapBackend):
                     return index
             log.info("scene-break answer %r is out of range; asking again", value)
         return None
+
+    def _retrying(self, ask: Callable[[], RecapResult]) -> RecapResult:
+        """`ask()` again when its answer is refused, `answer_retries` times."""
+        for attempt in range(self.answer_retries + 1):
+            try:
+                return ask()
+            except BadAnswerError as error:
+                if attempt == self.answer_retries:
+                    raise
+                log.info("answer %d refused (%s); asking again", attempt + 1, error)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # --- the protocol ------------------------------------------------------------------------
 
@@ -199,6 +320,7 @@ class OpenAICompatBackend(RecapBackend):
         if self.model:
             payload["model"] = self.model
         data = self._post("/chat/completions", payload)
+        self._count(data, payload["messages"])
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
@@ -219,6 +341,23 @@ class OpenAICompatBackend(RecapBackend):
         reasoning = "\n\n".join(part.strip() for part in reasoning_parts if part.strip()) or None
         return content, reasoning
 
+    def _count(self, data: dict[str, Any], messages: list[dict[str, str]]) -> None:
+        """Add a call's tokens to `usage`: the server's own count when it gives one, else ours
+        (a server may leave `usage` out)."""
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+        prompt = usage.get("prompt_tokens") if usage else None
+        completion = usage.get("completion_tokens") if usage else None
+        if not isinstance(prompt, int):
+            prompt = sum(self.counter.count(str(m.get("content", ""))) + 4 for m in messages)
+        if not isinstance(completion, int):
+            choices = data.get("choices")
+            answer = ""
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                answer = str((choices[0].get("message") or {}).get("content") or "")
+            completion = self.counter.count(answer)
+        self.usage.prompt_tokens += prompt
+        self.usage.completion_tokens += completion
+
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
         headers = {"Content-Type": "application/json", **self.headers}
@@ -228,7 +367,7 @@ class OpenAICompatBackend(RecapBackend):
         attempt = 0
         while True:
             attempt += 1
-            self.calls += 1
+            self.usage.calls += 1
             try:
                 response = self._client.post(
                     url, json=payload, headers=headers, timeout=self.timeout_s
@@ -297,39 +436,6 @@ class OpenAICompatBackend(RecapBackend):
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
-
-
-def split_reasoning(text: str) -> tuple[str, list[str]]:
-    """Take `<think>...</think>` blocks (and an unclosed leading one) out of a model's answer."""
-    thoughts = [m.group(1) for m in _THINK.finditer(text)]
-    text = _THINK.sub("", text)
-    lowered = text.lower()
-    if "<think>" in lowered and "</think>" not in lowered:
-        start = lowered.index("<think>")
-        thoughts.append(text[start + len("<think>") :])
-        text = text[:start]
-    elif "</think>" in lowered:  # the opening tag was in the prefill or cut off
-        end = lowered.index("</think>")
-        thoughts.append(text[:end])
-        text = text[end + len("</think>") :]
-    return text.strip(), thoughts
-
-
-def extract_json(text: str) -> Any:
-    """The first JSON value in an LLM's answer: inside a code fence or not, after a preamble,
-    before trailing text. Raises `LLMError` when there is none."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        for index, char in enumerate(candidate):
-            if char not in "{[":
-                continue
-            try:
-                value, _ = decoder.raw_decode(candidate, index)
-            except ValueError:
-                continue
-            return value
-    raise LLMError("the LLM's answer holds no JSON object; retry, or use a stronger model")
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -1,6 +1,11 @@
 """Tier 4, the running recap: closed scenes not yet in it are folded in, one new version each,
-except the latest `running_scene_recap_exclude_latest`, which wait. The result is held under
-`running_scene_recap_max_tokens` by the code as well as by the request."""
+except the latest `running_scene_recap_exclude_latest`, which wait.
+
+A scene is folded in as a line of its own ("- [8 May 2023 · Porto] ..."). While the recap with
+the new line fits `running_scene_recap_max_tokens`, that is the new version, with no call to the
+backend; when it does not, the backend condenses (`combine`: the offline engine shortens the
+oldest lines first, an LLM rewrites them), and the cap is enforced by the code as well.
+"""
 
 from __future__ import annotations
 
@@ -44,20 +49,23 @@ def update_running_recap(
         pause()
         previous = running.current(chat)
         previous_text = str(previous.get("content", "")) if previous else ""
-        try:
-            result = backend.combine(
-                CombineRequest(
-                    previous=previous_text,
-                    scene_recap=scene.recap,
-                    scene_name=scene.name,
-                    max_tokens=settings.running_scene_recap_max_tokens,
-                )
-            )
-        except AutorecapError as error:
-            if failures is not None:
-                failures.append(f"running recap, scene {scene.number + 1}: {error}")
-            break  # later scenes must wait for this one: the recap is cumulative
-        text = enforce_cap(result.memory, settings.running_scene_recap_max_tokens, counter)
+        request = CombineRequest(
+            previous=previous_text,
+            scene_recap=scene.recap,
+            scene_name=scene.name,
+            max_tokens=settings.running_scene_recap_max_tokens,
+        )
+        appended = f"{previous_text}\n{request.line}" if previous_text else request.line
+        if counter.count(appended) <= request.max_tokens:
+            text = appended  # the new scene's line fits as it is: no call, nothing shortened
+        else:
+            try:
+                result = backend.combine(request)
+            except AutorecapError as error:
+                if failures is not None:
+                    failures.append(f"running recap, scene {scene.number + 1}: {error}")
+                break  # later scenes must wait for this one: the recap is cumulative
+            text = enforce_cap(result.memory, request.max_tokens, counter)
         running.add_version(
             chat,
             text,

@@ -99,11 +99,7 @@ class OfflineBackend(RecapBackend):
         """One line per scene, newest last, held under the cap by shortening the oldest
         lines first (see the module docstring)."""
         lines = [line for line in request.previous.splitlines() if line.strip()]
-        recap = " ".join(request.scene_recap.split())
-        if not _HEADER.match(recap) or not recap.startswith("["):
-            label = request.scene_name.strip()
-            recap = f"[{label}] {recap}" if label and not label.startswith("Scene ") else recap
-        lines.append(f"- {recap}".strip())
+        lines.append(request.line)
         return RecapResult(memory="\n".join(self.fit(lines, request.max_tokens)))
 
     def fit(self, lines: list[str], budget: int) -> list[str]:

@@ -156,7 +156,17 @@ def clean(sentence: str, names: frozenset[str] = frozenset()) -> str:
         for tail in (f", {name}!", f", {name}.", f", {name}?", f" {name}!", f", {name}"):
             if text.endswith(tail):
                 text = text[: -len(tail)] + tail[-1] * (tail[-1] in "!.?")
-    return text[:1].upper() + text[1:] if text else ""
+    return _balanced(text[:1].upper() + text[1:]) if text else ""
+
+
+def _balanced(sentence: str) -> str:
+    """A sentence cut out of dialogue may keep half a pair of quotes: drop them then."""
+    if sentence.count('"') % 2:
+        sentence = sentence.replace('"', "")
+    for opening, closing in (("“", "”"), ("(", ")")):
+        if sentence.count(opening) != sentence.count(closing):
+            sentence = sentence.replace(opening, "").replace(closing, "")
+    return sentence.strip()
 
 
 def about(sentence: str, other: str | None) -> str:

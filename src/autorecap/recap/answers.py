@@ -1,0 +1,119 @@
+"""Reading an LLM's answers: its reasoning set apart, JSON found, numbered lines split, and
+answers that are not recaps refused.
+
+A small model often answers with the prompt's own scaffolding ("Earlier messages:\\n(none)"),
+with the message copied back, or with nothing. Such an answer is refused (`BadAnswerError`):
+the call is made again, and after the retries the message keeps the error, which the UI shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+from typing import Any
+
+from autorecap.recap.backend import LLMError
+
+_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_PLACEHOLDER = re.compile(r"\{\{\s*\w+\s*\}\}")
+_NUMBERED = re.compile(r"^\s*[\[(]?(\d{1,3})[\])\].:]\s*(.*\S)?\s*$")
+_PLAIN = re.compile(r"[\W_]+")
+_FILLERS = ("(none)", "none", "n/a", "nothing", "no recap", "...")
+
+
+class BadAnswerError(LLMError):
+    """An answer that is not a recap (empty, the prompt's labels, the input copied back)."""
+
+    http_status = 502
+
+
+def split_reasoning(text: str) -> tuple[str, list[str]]:
+    """Take `<think>...</think>` blocks (and an unclosed leading one) out of a model's answer."""
+    thoughts = [m.group(1) for m in _THINK.finditer(text)]
+    text = _THINK.sub("", text)
+    lowered = text.lower()
+    if "<think>" in lowered and "</think>" not in lowered:
+        start = lowered.index("<think>")
+        thoughts.append(text[start + len("<think>") :])
+        text = text[:start]
+    elif "</think>" in lowered:  # the opening tag was in the prefill or cut off
+        end = lowered.index("</think>")
+        thoughts.append(text[:end])
+        text = text[end + len("</think>") :]
+    return text.strip(), thoughts
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in an LLM's answer: inside a code fence or not, after a preamble,
+    before trailing text. Raises `LLMError` when there is none."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        for index, char in enumerate(candidate):
+            if char not in "{[":
+                continue
+            try:
+                value, _ = decoder.raw_decode(candidate, index)
+            except ValueError:
+                continue
+            return value
+    raise LLMError("the LLM's answer holds no JSON object; retry, or use a stronger model")
+
+
+def prompt_labels(template: str) -> list[str]:
+    """The section labels of a prompt template ("Earlier messages:", "The message, from
+    {{name}}:"), as an answer that repeats them would show them (placeholders left out)."""
+    labels = []
+    for line in template.splitlines():
+        stripped = line.strip()
+        if not stripped.endswith(":") or len(stripped) > 80:
+            continue
+        label = _PLACEHOLDER.sub("", stripped[:-1]).strip(" ,.-")
+        if len(label) >= 8 or len(label.split()) >= 2:
+            labels.append(label)
+    return labels
+
+
+def check_recap(answer: str, *, labels: Sequence[str], sources: Sequence[str] = ()) -> str:
+    """The answer, stripped, if it is a recap; else `BadAnswerError` saying why."""
+    text = answer.strip()
+    plain = _plain(text)
+    if not plain or text.lower().strip(" .") in _FILLERS:
+        raise BadAnswerError("the LLM answered with no recap")
+    lowered = text.lower()
+    for label in labels:
+        if label.lower() in lowered:
+            raise BadAnswerError(
+                f"the LLM repeated the prompt's own label {label!r} instead of recapping"
+            )
+    if "(none)" in lowered:
+        raise BadAnswerError("the LLM repeated the prompt's placeholder '(none)'")
+    for source in sources:
+        original = _plain(source)
+        if len(original.split()) < 12:
+            continue
+        if original in plain or SequenceMatcher(None, original, plain).ratio() >= 0.85:
+            raise BadAnswerError("the LLM copied the message back instead of recapping it")
+    return text
+
+
+def numbered_lines(answer: str) -> dict[int, str]:
+    """`[1] ...` / `1. ...` / `(1) ...` lines of an answer, by number (a line without a number
+    continues the one before)."""
+    found: dict[int, str] = {}
+    last: int | None = None
+    for line in answer.splitlines():
+        match = _NUMBERED.match(line)
+        if match:
+            last = int(match.group(1))
+            found[last] = (match.group(2) or "").strip()
+        elif last is not None and line.strip():
+            found[last] = f"{found[last]} {line.strip()}".strip()
+    return found
+
+
+def _plain(text: str) -> str:
+    return " ".join(_PLAIN.sub(" ", text.lower()).split())
