@@ -39,8 +39,10 @@ DEFAULT_MESSAGE_BATCH_PROMPT: Final = (
     "{{messages}}\n\n"
     "For each of the {{count}} messages above, write one line: its number in square brackets, "
     "then one short past-tense sentence saying who did what, where and when, keeping every "
-    "name, number, date, place, object, promise and decision the message states. Nothing "
-    "else: no quotes, no comments, no lines of your own."
+    "name, number, date, place, object, promise and decision the message states. When a "
+    "message opens a new scene (the time, the place or the situation changes, or a new "
+    "conversation starts after a pause), write NEW SCENE: after its number. Nothing else: no "
+    "quotes, no comments, no lines of your own."
 )
 DEFAULT_SCENE_RECAP_PROMPT: Final = (
     "You keep the memory of a long chat between {{user}} and {{char}}. Here is one scene "
@@ -61,9 +63,10 @@ DEFAULT_RUNNING_RECAP_PROMPT: Final = (
 DEFAULT_SCENE_BREAK_PROMPT: Final = (
     "Below are numbered messages of a chat (some shown as a short note). A scene ends where "
     "the place, the time or the situation clearly changes, or a conversation ends and another "
-    "starts later. Find the first message, numbered from {{earliest}} to {{latest}}, that is the "
-    "LAST message of a scene. Answer with JSON only: "
-    '{"scene_break_at": <number or null>, "reason": "<a few words>"}.\n\n{{messages}}'
+    "starts later. Give the number of every message, from {{earliest}} to {{latest}}, that is "
+    "the LAST message of a scene (at least {{minimum}} messages apart; none if no scene ends). "
+    "Answer with JSON only: "
+    '{"scene_breaks_at": [<numbers>], "reason": "<a few words>"}.\n\n{{messages}}'
 )
 
 Position = Literal[-1, 0, 1, 2]
@@ -243,7 +246,8 @@ class Settings(BaseModel):
     )
     scene_break_prompt: str = Field(
         DEFAULT_SCENE_BREAK_PROMPT,
-        description="Prompt to find a scene break: {{messages}}, {{earliest}}, {{latest}}.",
+        description="Prompt to find scene breaks: {{messages}}, {{earliest}}, {{latest}}, "
+        "{{minimum}}.",
     )
     scene_break_retries: int = Field(
         2, ge=0, le=10, description="Retries when a scene-break answer is invalid."

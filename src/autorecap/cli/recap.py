@@ -162,6 +162,15 @@ def recap(
         f"written to {escape(str(target))}",
         soft_wrap=True,
     )
+    usage = engine.usage
+    if usage.calls:
+        chat_tokens = sum(counter.count(m.text) for m in result.messages) or 1
+        out.print(
+            f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
+            f"({usage.prompt_tokens / chat_tokens:.2f} per token of the chat's {chat_tokens:,}), "
+            f"{usage.completion_tokens:,} completion token(s)",
+            soft_wrap=True,
+        )
     for failure in stats.failures[:10]:
         err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
     if stats.failures:

@@ -25,7 +25,7 @@ LEGACY_NAMESPACE = "auto_summarize_memory"
 INCLUDED = "Recap of message(s)"
 """The `include` flag of a message whose recap is in short-term memory (seed 002)."""
 
-RECAP_KEYS = ("memory", "error", "reasoning", "prefill")
+RECAP_KEYS = ("memory", "error", "reasoning", "prefill", "scene_start")
 """The keys of a message recap and what came with it (cleared together)."""
 
 

@@ -115,5 +115,14 @@ def numbered_lines(answer: str) -> dict[int, str]:
     return found
 
 
+_NEW_SCENE = re.compile(r"^\W*new\s+scene\W*", re.IGNORECASE)
+
+
+def new_scene(line: str) -> tuple[str, bool]:
+    """A batch line without its "NEW SCENE:" mark, and whether it had one."""
+    match = _NEW_SCENE.match(line)
+    return (line[match.end() :].strip(), True) if match else (line, False)
+
+
 def _plain(text: str) -> str:
     return " ".join(_PLAIN.sub(" ", text.lower()).split())

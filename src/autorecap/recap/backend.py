@@ -98,12 +98,14 @@ class CombineRequest:
 
 @dataclass(frozen=True)
 class SceneBreakRequest:
-    """Messages to look for a scene break in. The answer must be a message index in
-    `[earliest, latest]` (far enough from the last break, not too close to the end)."""
+    """Messages to look for scene breaks in. Each answer is the index of a message that ends
+    a scene, in `[earliest, latest]` (far enough from the last break, not too close to the
+    end), two of them at least `minimum` messages apart."""
 
     messages: tuple[SceneMessage, ...]
     earliest: int
     latest: int
+    minimum: int = 1
 
 
 @dataclass
@@ -173,8 +175,9 @@ class RecapBackend(ABC):
         `max_tokens` (the caller enforces the cap too)."""
 
     @abstractmethod
-    def find_scene_break(self, request: SceneBreakRequest) -> int | None:
-        """The index of the message that ends a scene within the request's range, or None."""
+    def find_scene_breaks(self, request: SceneBreakRequest) -> list[int]:
+        """The indexes of the messages that end a scene within the request's range, in order
+        (none: an empty list)."""
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources need it
         """Release what the backend holds (HTTP connections)."""

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from autorecap.core.data import get_data, set_data
+from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes, mark_break
 from autorecap.core.tokens import get_counter
@@ -53,7 +53,7 @@ _COMMON = frozenset(
         "Oh",
     }
 )
-_WINDOW = 40
+_WINDOW = 60
 _SCORE_CONTEXT = 50
 """Messages before the scanned range that the scorer sees (its window, and typical pauses)."""
 
@@ -67,8 +67,10 @@ def detect_scene_breaks(
 ) -> list[int]:
     """Find and mark scene breaks after the last one; returns the new break indexes.
 
-    The offline cues (`recap.offline.cues`) find breaks with any backend; an LLM backend is
-    asked too when `scene_break_detection` is "llm". A scene that runs past
+    The offline cues (`recap.offline.cues`) find breaks with any backend. With
+    `scene_break_detection` "llm" and an LLM backend, what the LLM said of each message as it
+    recapped it in a batch (`scene_start`) counts as a strong cue; messages it did not recap
+    are shown to it a window at a time (`find_scene_breaks`). A scene that runs past
     `scene_max_messages` or `scene_max_tokens` with no break is closed at its most likely point
     (`scene_break_cause: "length"`), so that memory never waits forever for a break."""
     messages = chat.messages
@@ -79,9 +81,11 @@ def detect_scene_breaks(
     if end - start + 1 < minimum:
         return []
     pause()
-    candidates = _candidates(messages, start, end)
+    use_llm = settings.scene_break_detection == "llm" and not isinstance(backend, OfflineBackend)
+    candidates = _candidates(messages, start, end, hints=use_llm)
+    cause = {c.index: "llm" if "llm" in c.cues else "cues" for c in candidates}
     starts = {
-        s: "cues"
+        s: cause[s]
         for s in pick_scene_starts(
             candidates,
             count=len(messages),
@@ -91,7 +95,8 @@ def detect_scene_breaks(
             existing_starts=[start] if start else [],
         )
     }
-    if settings.scene_break_detection == "llm" and not isinstance(backend, OfflineBackend):
+    recapped = any(get_memory(m) for m in messages[start : end + 1])
+    if use_llm and not recapped:  # no batch recaps said where scenes start: ask by windows
         for index in _llm_breaks(messages, backend, start, end, minimum, progress):
             if all(abs(index + 1 - other) >= minimum for other in starts):
                 starts[index + 1] = "llm"
@@ -114,12 +119,24 @@ def detect_scene_breaks(
     return found
 
 
-def _candidates(messages: list[Message], start: int, end: int) -> list[BreakCandidate]:
+def _candidates(
+    messages: list[Message], start: int, end: int, *, hints: bool = False
+) -> list[BreakCandidate]:
     # Only the part after the last break is scored (with the scorer's window around it): a long
     # chat's new messages cost what they are, not what the whole chat is.
     low = max(0, start - _SCORE_CONTEXT)
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
-    turns = [Turn(m.text, m.name, m.is_narrator, m.is_hidden, m.send_time) for m in part]
+    turns = [
+        Turn(
+            m.text,
+            m.name,
+            m.is_narrator,
+            m.is_hidden,
+            m.send_time,
+            hint=hints and bool(get_data(m, "scene_start")),
+        )
+        for m in part
+    ]
     return [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
 
 
@@ -170,25 +187,30 @@ def _llm_breaks(
     minimum: int,
     progress: Callable[[int, int], None] | None,
 ) -> list[int]:
+    """Breaks the LLM finds, window by window (`_WINDOW` messages, each shown by its recap
+    when it has one), every break of a window asked at once."""
     found: list[int] = []
     cursor = start
     while end - cursor + 1 >= minimum:
-        window_end = min(end + 1, cursor + _WINDOW)
+        window_end = min(end, cursor + _WINDOW - 1)
         window = tuple(
-            SceneMessage(i, messages[i].name, messages[i].text)
-            for i in range(cursor, min(len(messages), window_end + 1))
+            SceneMessage(i, messages[i].name, messages[i].text, get_memory(messages[i]))
+            for i in range(cursor, min(len(messages), window_end + 2))
             if not messages[i].is_hidden
         )
-        earliest = cursor + minimum - 1
-        latest = min(end, window_end - 1)
-        if earliest > latest:
+        earliest = max(cursor + minimum - 1, found[-1] + minimum if found else 0)
+        if earliest > window_end:
             break
-        index = backend.find_scene_break(SceneBreakRequest(window, earliest, latest))
-        if index is not None and earliest <= index <= latest:
-            found.append(index)
-            cursor = index + 1
-        else:
-            cursor = max(cursor + 1, latest - minimum + 2)
+        request = SceneBreakRequest(window, earliest, window_end, minimum)
+        for index in backend.find_scene_breaks(request):
+            if earliest <= index <= window_end and (not found or index - found[-1] >= minimum):
+                found.append(index)
+        if window_end >= end:
+            break
+        # The next window starts after this one's last break, or overlaps its end by a scene's
+        # minimum length, so that a break near the edge is seen with messages on both sides.
+        last = found[-1] + 1 if found and found[-1] >= window_end - minimum else 0
+        cursor = max(cursor + 1, last, window_end - minimum + 2)
         if progress is not None:
             progress(cursor - start, end - start + 1)
     return found

@@ -185,7 +185,8 @@ def batches(
 
 
 def store_result(message: Message, result: RecapResult | AutorecapError) -> None:
-    """Store a recap (seed 004's keys), or the error that stopped it."""
+    """Store a recap (seed 004's keys, and `scene_start` when the LLM said the message opens
+    a scene), or the error that stopped it."""
     if isinstance(result, AutorecapError):
         update_data(message, {"error": str(result)})
         return
@@ -197,6 +198,9 @@ def store_result(message: Message, result: RecapResult | AutorecapError) -> None
             "reasoning": result.reasoning,
             "prefill": result.prefill,
             "edited": False,
+            # An LLM that recapped the message in a batch said whether it opens a new scene:
+            # scene detection with `scene_break_detection: "llm"` reads it as a cue.
+            "scene_start": True if result.extras.get("scene_start") else None,
         },
     )
 

@@ -26,6 +26,7 @@ from autorecap.recap.answers import (
     BadAnswerError,
     check_recap,
     extract_json,
+    new_scene,
     numbered_lines,
     prompt_labels,
     split_reasoning,
@@ -182,9 +183,11 @@ class OpenAICompatBackend(RecapBackend):
             left = []
             for n, i in enumerate(todo, 1):
                 try:
-                    line = answered.get(n, "")
+                    line, opens = new_scene(answered.get(n, ""))
                     memory = check_recap(line, labels=labels, sources=[requests[i].text])
-                    results[i] = RecapResult(memory=memory, reasoning=reasoning)
+                    results[i] = RecapResult(
+                        memory=memory, reasoning=reasoning, extras={"scene_start": opens}
+                    )
                 except BadAnswerError as error:
                     results[i] = (
                         error
@@ -257,17 +260,22 @@ class OpenAICompatBackend(RecapBackend):
 
         return self._retrying(ask)
 
-    def find_scene_break(self, request: SceneBreakRequest) -> int | None:
-        """Ask for the end of a scene (each message shown by its recap when it has one: the
-        same story for fewer tokens); an answer outside the allowed range, or not JSON, is
-        asked again (`break_retries` times) and then treated as no break."""
+    def find_scene_breaks(self, request: SceneBreakRequest) -> list[int]:
+        """Ask where scenes end (each message shown by its recap when it has one: the same
+        story for fewer tokens); an answer that is not JSON is asked again (`break_retries`
+        times) and then taken as no break; numbers out of range are left out."""
         lines = "\n".join(
             f"[{m.index}] {m.name}: {' '.join((m.recap or m.text).split())}"
             for m in request.messages
         )
         prompt = render(
             self.break_prompt,
-            {"messages": lines, "earliest": str(request.earliest), "latest": str(request.latest)},
+            {
+                "messages": lines,
+                "earliest": str(request.earliest),
+                "latest": str(request.latest),
+                "minimum": str(request.minimum),
+            },
         )
         for attempt in range(self.break_retries + 1):
             text, _ = self.chat([{"role": "user", "content": prompt}], max_tokens=200)
@@ -276,15 +284,23 @@ class OpenAICompatBackend(RecapBackend):
             except LLMError:
                 log.info("scene-break answer %d was not JSON; asking again", attempt + 1)
                 continue
-            value = answer.get("scene_break_at") if isinstance(answer, dict) else None
+            value = answer.get("scene_breaks_at") if isinstance(answer, dict) else answer
             if value is None or value is False:
-                return None
-            if isinstance(value, int | float | str) and str(value).strip().lstrip("-").isdigit():
-                index = int(value)
-                if request.earliest <= index <= request.latest:
-                    return index
-            log.info("scene-break answer %r is out of range; asking again", value)
-        return None
+                return []
+            values = value if isinstance(value, list) else [value]
+            found = sorted(
+                {
+                    int(v)
+                    for v in values
+                    if isinstance(v, int | float | str) and str(v).strip().lstrip("-").isdigit()
+                }
+            )
+            kept = [i for i in found if request.earliest <= i <= request.latest]
+            if found and not kept:
+                log.info("scene-break answer %r is out of range; asking again", value)
+                continue
+            return kept
+        return []
 
     def _retrying(self, ask: Callable[[], RecapResult]) -> RecapResult:
         """`ask()` again when its answer is refused, `answer_retries` times."""

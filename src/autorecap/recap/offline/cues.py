@@ -198,6 +198,8 @@ class Turn:
     narrator: bool = False
     hidden: bool = False
     time: datetime | None = None
+    hint: bool = False
+    """An LLM that recapped the message said it opens a new scene."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ class BreakCandidate:
         return any(c in _STRONG for c in self.cues)
 
 
-_STRONG = frozenset({"pause", "time", "separator", "skip"})
+_STRONG = frozenset({"pause", "time", "separator", "skip", "llm"})
 
 
 WEIGHTS: dict[str, float] = {
@@ -230,6 +232,7 @@ WEIGHTS: dict[str, float] = {
     "place": 1.0,
     "cast": 1.0,
     "topic": 1.0,
+    "llm": 1.0,
 }
 """How much each cue counts (each cue's value is already on the threshold's scale)."""
 
@@ -275,6 +278,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
             cues["narrator"] = 2.0
+        if turn.hint:
+            cues["llm"] = 3.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))
         seen: set[str] = set().union(*vocabulary[max(0, index - 8) : index])
         place = _place_score(turn.text, opening, seen)

@@ -129,11 +129,12 @@ class OfflineBackend(RecapBackend):
 
     # --- tier 2: scene breaks ----------------------------------------------------------------
 
-    def find_scene_break(self, request: SceneBreakRequest) -> int | None:
-        """The strongest scene start in the range, as the index of the message before it."""
+    def find_scene_breaks(self, request: SceneBreakRequest) -> list[int]:
+        """The scene starts the cues find in the range, as the indexes of the messages before
+        them."""
         messages = request.messages
         if len(messages) < 2:
-            return None
+            return []
         candidates = score_scene_starts(
             [Turn(m.text, m.name, m.narrator or m.name.lower() == "narrator") for m in messages]
         )
@@ -141,14 +142,11 @@ class OfflineBackend(RecapBackend):
         starts = pick_scene_starts(
             candidates,
             count=len(messages),
-            minimum_length=1,
+            minimum_length=max(1, request.minimum),
             first_allowed=request.earliest - offset + 1,
             last_allowed=request.latest - offset + 1,
         )
-        if not starts:
-            return None
-        best = max(starts, key=lambda i: candidates[i - 1].score)
-        return offset + best - 1
+        return [offset + start - 1 for start in starts]
 
     def _capped(self, text: str, max_tokens: int) -> str:
         if self.counter.count(text) <= max_tokens:

@@ -1,0 +1,149 @@
+"""A stand-in for an LLM on loopback: a real OpenAI-compatible HTTP server that answers
+autorecap's own prompts with plausible recaps, and counts what it was sent.
+
+It is for measuring what the LLM side costs (calls, prompt tokens) and for testing the whole
+path without a model: a message gets a note made of its first words, a batch gets one numbered
+line per message, a scene gets its first sentences up to the asked length, a running recap to
+condense gets each line halved, a scene-break question gets "no break". Answers carry `usage`
+counted with the same tokenizer as autorecap's, as real servers report it.
+
+```python
+with PlausibleLLM() as llm:
+    backend = OpenAICompatBackend(base_url=llm.url, api_key_env="")
+    ...
+    llm.calls, llm.prompt_tokens
+```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from autorecap.core.tokens import get_counter
+
+_NUMBERED = re.compile(r"^\[(\d+)\] ([^:\n]{1,60}): (.*)$", re.MULTILINE)
+_MAX_TOKENS = re.compile(r"at most (\d+) tokens")
+_OPENS = re.compile(r"\b(?:later|next morning|the next day|meanwhile)\b", re.IGNORECASE)
+"""A message that opens a scene, as the stand-in judges it (a time phrase near its start)."""
+
+
+class PlausibleLLM:
+    """The server: `url` is the base URL to give a backend; `calls`, `prompt_tokens` and
+    `completion_tokens` count what it answered, `kinds` which prompt each call was."""
+
+    def __init__(self, *, tokenizer: str = "cl100k") -> None:
+        self.counter = get_counter(tokenizer)
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.kinds: list[str] = []
+        self.by_kind: dict[str, int] = {}
+        """Prompt tokens per kind of prompt."""
+        self._lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self) -> PlausibleLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The completion for one request body."""
+        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        kind, content = _reply(prompt)
+        prompt_tokens = self.counter.count(prompt)
+        completion_tokens = self.counter.count(content)
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            self.kinds.append(kind)
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + prompt_tokens
+        return {
+            "id": f"plausible-{self.calls}",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+def _reply(prompt: str) -> tuple[str, str]:
+    if "scene_breaks_at" in prompt:
+        return "break", json.dumps({"scene_breaks_at": [], "reason": "no clear change"})
+    numbered = _NUMBERED.findall(prompt)
+    if numbered and "For each of the" in prompt:
+        lines = [
+            f"[{n}] {'NEW SCENE: ' if _OPENS.search(text[:80]) else ''}{name} {_gist(text, 0.25)}"
+            for n, name, text in numbered
+        ]
+        return "messages", "\n".join(lines)
+    if "running memory" in prompt:
+        lines = [line for line in prompt.splitlines() if line.startswith("- ")]
+        condensed = [f"- {_gist(line[2:], 0.5)}" for line in lines[:-1]] + lines[-1:]
+        return "running", "\n".join(condensed)
+    if "Recap the scene" in prompt:
+        limit = _MAX_TOKENS.search(prompt)
+        words = int(limit.group(1)) * 2 // 3 if limit else 100
+        body = prompt.split(":\n\n", 1)[-1].split("\n\nRecap the scene", 1)[0]
+        text = " ".join(line.split(": ", 1)[-1] for line in body.splitlines())
+        return "scene", " ".join(text.split()[:words])
+    message = prompt.rsplit(":\n", 1)[-1].split("\n\nAnswer with", 1)[0]
+    return "message", _gist(message, 0.25)
+
+
+def _gist(text: str, share: float) -> str:
+    """The first `share` of a text's words (at least six), as a sentence."""
+    words = text.split()
+    kept = words[: max(6, round(len(words) * share))]
+    return (" ".join(kept).rstrip(".,;:!?") + ".") if kept else "Nothing happened."
+
+
+def _handler(llm: PlausibleLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError:
+                self.send_error(400, "not JSON")
+                return
+            data = json.dumps(llm.answer(body)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    return Handler
