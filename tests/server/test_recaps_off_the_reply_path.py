@@ -54,9 +54,9 @@ def _asking(fragment: str, prompt: str) -> Callable[[Recorded], bool]:
     return lambda request: any(fragment in content for content in request.contents)
 
 
-IS_MESSAGE_RECAP = _asking("Recap the message below", DEFAULT_MESSAGE_RECAP_PROMPT)
-IS_SCENE_RECAP = _asking("Below is one scene", DEFAULT_SCENE_RECAP_PROMPT)
-IS_RUNNING_RECAP = _asking("Fold the new scene into it", DEFAULT_RUNNING_RECAP_PROMPT)
+IS_MESSAGE_RECAP = _asking("Write the note for", DEFAULT_MESSAGE_RECAP_PROMPT)
+IS_SCENE_RECAP = _asking("Recap the scene", DEFAULT_SCENE_RECAP_PROMPT)
+IS_RUNNING_RECAP = _asking("running memory", DEFAULT_RUNNING_RECAP_PROMPT)
 
 
 def user(text: str) -> dict[str, str]:

@@ -172,8 +172,8 @@ def _length_limits(
             best = max(choices, key=lambda i: (score.get(i, 0.0), i))
             if following - best < minimum and following <= end:
                 best = max(scene_start + minimum, following - minimum)
-                if best - scene_start < minimum:
-                    break
+                if best - scene_start < minimum or following - best < minimum:
+                    break  # no cut leaves both parts their minimum length
             forced.append(best)
             scene_start = best
     return forced

@@ -257,6 +257,9 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         if index % 128 == 0:
             pause()
         turn, before = turns[index], turns[index - 1]
+        if turn.hidden:  # a hidden note opens nothing (its skip request counts for the next)
+            scored.append(BreakCandidate(index, 0.0))
+            continue
         cues: dict[str, float] = {}
         gap = gaps[index]
         if gap is not None and gap > 0:
@@ -277,7 +280,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         elif _OUT_OF_CHARACTER.search(turn.text[:80]) and _SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
-            cues["narrator"] = 2.0
+            cues["narrator"] = 1.5
         if turn.hint:
             cues["llm"] = 3.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))
@@ -289,7 +292,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         if cast:
             cues["cast"] = cast
         if topic[index]:
-            cues["topic"] = topic[index]
+            # The words after the last messages are not written yet: a dip there is half seen.
+            cues["topic"] = topic[index] * min(1.0, (count - index) / window)
         kept = {name: WEIGHTS[name] * value for name, value in cues.items() if value > 0}
         score = sum(kept.values())
         scored.append(BreakCandidate(index, score, tuple(sorted(kept, key=lambda k: -kept[k]))))
@@ -417,12 +421,17 @@ def _place_score(text: str, opening: str, seen: set[str]) -> float:
 
 
 def _cast_change(turns: Sequence[Turn], index: int, window: int) -> float:
-    before = {t.speaker for t in turns[max(0, index - window) : index] if not t.hidden}
-    after = {t.speaker for t in turns[index : index + window] if not t.hidden}
+    before = {t.speaker for t in turns[max(0, index - window) : index] if _cast(t)}
+    after = {t.speaker for t in turns[index : index + window] if _cast(t)}
     if len(before | after) <= 2 or not before or not after:
         return 0.0  # two people talking: their turns say nothing of scenes
     overlap = len(before & after) / len(before | after)
     return round(1.5 * (1.0 - overlap), 2) if overlap < 0.75 else 0.0
+
+
+def _cast(turn: Turn) -> bool:
+    """Whether a message shows who is in the scene (a narrator or a hidden note does not)."""
+    return not turn.hidden and not turn.narrator
 
 
 def _topic_dips(bags: Sequence[Counter[str]], window: int) -> list[float]:

@@ -65,9 +65,13 @@ class OfflineBackend(RecapBackend):
         # A recap is a fraction of its message (that is what makes memory fit a budget), but
         # never longer than the hard cap.
         budget = min(request.max_tokens, max(24, round(0.4 * size)))
+        # The sentence that tells the most always has room (within the hard cap): it is why
+        # the recap exists.
+        top = best(fresh, self.counter, _lowered(names))
+        budget = min(request.max_tokens, max(budget, self.counter.count(top.text) + 4))
         chosen = choose(fresh, budget, self.counter, known=_lowered(names))
         if not chosen:
-            chosen = [_cut(best(fresh, self.counter), budget - 3, self.counter)]
+            chosen = [_cut(top, budget - 3, self.counter)]
         return RecapResult(memory=self._capped(render(chosen), request.max_tokens))
 
     # --- tier 3: one scene -------------------------------------------------------------------
@@ -215,6 +219,10 @@ def _lowered(names: frozenset[str]) -> frozenset[str]:
 
 
 def _repeats(words: frozenset[str], seen: frozenset[str]) -> bool:
+    """A sentence says again what was said (a number new to it is news)."""
+    fresh = words - seen
+    if any(any(c.isdigit() for c in w) for w in fresh):
+        return False
     return bool(words) and len(words & seen) / len(words) >= 0.8
 
 

@@ -40,9 +40,10 @@ LABEL_TOKENS = 3
 MIN_WORTH = 0.35
 """Below this worth per token a sentence is not worth its tokens."""
 _DIGIT = re.compile(r"\d")
+_POSSESSIVE = re.compile(r"['’]s$")
 NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
-NAME_BONUS = 4.0
+NAME_BONUS = 2.5
 """Added to a capitalised word inside a sentence (a name, a place)."""
 COMMON_SHARE = 0.7
 """The share of its rarity that a lower-case word is worth (rare prose tells less than a
@@ -221,10 +222,10 @@ def _profile(
 
 
 def _word_values(text: str, known: frozenset[str]) -> dict[str, float]:
-    capitals = {m.group(0).lower() for m in _CAPITAL.finditer(text)}
+    capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
     values: dict[str, float] = {}
     for raw in WORD.findall(text):
-        word = raw.lower().strip("'’-")
+        word = _POSSESSIVE.sub("", raw.lower()).strip("'’-")
         value = rarity(word)
         if _DIGIT.search(word):
             value = NUMBER_VALUE

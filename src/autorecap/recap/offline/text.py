@@ -29,9 +29,10 @@ _SPACE = re.compile(r"\s+")
 _REPEATED = re.compile(r"([!?])[!?1]+")
 WORD = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿ0-9][A-Za-zÀ-ÖØ-öø-ÿ0-9'’-]*")
 _NUMBER = re.compile(r"\d")
+_POSSESSIVE = re.compile(r"['’]s$")
 _FILLER_START = re.compile(
     r"^(?:(?:oh+|ah+|aw+|wow+|whoa|omg|lol+|lmao|haha\w*|hehe\w*|hmm+|mm+|um+|uh+|er+|well|so"
-    r"|ok(?:ay)?|k|yeah+|yea|yep|yup|yes+|no+|nope|nah|sure|right|honestly|seriously|totally"
+    r"|ok(?:ay)?|k|yeah+|yea|yep|yup|yes+|sure|right|honestly|seriously|totally"
     r"|literally|anyway|anyways|btw|great|awesome|cool|nice|amazing|thanks|thank\s+you|thx|ty"
     r"|ugh+|oof|yay+|hey+|hi+|hello|man|dude|wait|oh\s+my\s+god|oh\s+no|god|jeez|geez"
     r"|aha|ha|okey|alright|all\s+right|look|listen|see|huh|phew|damn|dang|gosh|ooh+|yikes"
@@ -198,7 +199,7 @@ def content_words(text: str) -> frozenset[str]:
     """The words that carry content: lower case, no stopwords."""
     found = set()
     for raw in WORD.findall(text.lower()):
-        word = raw.strip("'’-")
+        word = _POSSESSIVE.sub("", raw).strip("'’-")
         if _NUMBER.search(word) or (
             len(word) > 1 and word.replace("’", "").replace("'", "") not in _STOP_PLAIN
         ):
