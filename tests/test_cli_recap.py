@@ -19,6 +19,7 @@ from autorecap.core import running
 from autorecap.core.data import NAMESPACE, edit_memory, get_data, get_memory
 from autorecap.core.scenes import break_indexes, scenes
 from autorecap.profiles import SETTINGS_FILE
+from autorecap.recap.backend import CombineRequest
 from autorecap.sample import sample_chat_path
 from autorecap.stfiles.jsonl import read_chat, write_chat
 from tests.test_cli import run
@@ -163,33 +164,58 @@ def test_recap_with_an_openai_compatible_server(
     chat = read_chat(sample)
     assert all(get_memory(m).startswith("LLM message recap (") for m in chat.messages)
     assert get_memory(chat.messages[1]) == "LLM message recap (Tomas)."
-    # The server always answers "earliest + 2": a break every 12 messages.
-    assert break_indexes(chat.messages) == list(range(11, 192, 12))
+    # Scenes by the cues (the default `scene_break_detection`), recapped by the LLM.
     closed = [s for s in scenes(chat.messages) if s.closed]
+    assert len(closed) >= 6
+    assert {get_data(chat.messages[s.end], "scene_break_cause") for s in closed} <= {
+        "cues",
+        "length",
+    }
     for scene in closed:
         assert scene.recap == f"LLM scene recap of {scene.name}."
+    # Each scene line is appended to the running recap as it is: no condensing call.
     versions = running.versions(chat)
     assert len(versions) == len(closed) - 1
     lines = versions[-1]["content"].splitlines()
-    assert lines == [f"- {s.name}: {s.recap}" for s in closed[:-1]]
+    assert lines == [CombineRequest("", s.recap, s.name).line for s in closed[:-1]]
     kinds = Counter(server.kinds())
-    assert kinds == {
-        "message": N_SAMPLE,
-        "break": len(closed),
-        "scene": len(closed),
-        "combine": len(closed) - 1,
-    }
+    # Several messages per call (llm_batch_tokens): a few calls for 199 messages.
+    assert kinds["messages"] + kinds["message"] <= N_SAMPLE // 5
+    assert set(kinds) <= {"messages", "message", "scene"}
+    assert kinds["scene"] == len(closed)
+    calls = sum(kinds.values())
     assert f"{N_SAMPLE} message recap(s), {len(closed)} new scene break(s)" in words(out)
+    assert re.search(rf"LLM: {calls} call\(s\), [\d,]+ prompt token\(s\)", words(out))
     assert chat.metadata["integrity"] == "b7e3c9a2-4f1d-4c8e-9a56-2d7f0e81c3b4"
+
+
+def test_recap_with_llm_scene_detection_asks_by_windows_only_without_recaps(
+    capsys: pytest.CaptureFixture[str], sample: Path, server: AnsweringServer
+) -> None:
+    """`scene_break_detection llm` with no message recaps to read the breaks from (they are
+    skipped as nothing injects them): the LLM is shown the messages a window at a time."""
+    for key, value in (("scene_break_detection", "llm"), ("skip_unused_message_recaps", "true")):
+        assert run(capsys, "settings", "set", key, value)[0] == 0
+    code, _, err = run(
+        capsys, "recap", str(sample), "--backend", "openai", "--base-url", server.url
+    )
+    assert code == 0, err
+    chat = read_chat(sample)
+    assert not any(get_memory(m) for m in chat.messages)
+    kinds = Counter(server.kinds())
+    assert kinds["break"] >= 1
+    assert not kinds["messages"]
+    assert not kinds["message"]
+    causes = [get_data(chat.messages[i], "scene_break_cause") for i in break_indexes(chat.messages)]
+    assert "llm" in causes
 
 
 def test_recap_with_an_unreachable_server_fails_cleanly(
     capsys: pytest.CaptureFixture[str], sample: Path, dead_url: str
 ) -> None:
-    """Exit 1, one clear line, no traceback, and nothing made up in the file. (Today the file is
-    left byte for byte as it was, but only because the scene-break stage raises after every
-    message recap failed: see test_pipeline's failing-scene-break test. Failed message recaps
-    are otherwise stored as `error`, as the short-chat test shows.)"""
+    """Exit 1, one clear line, no traceback, and nothing made up in the file: the messages
+    keep errors, not recaps; the scenes the cues find (no LLM needed) are marked, with no
+    recap, and no running recap is made."""
     assert run(capsys, "settings", "set", "llm_retries", "0")[0] == 0
     code, _, err = run(capsys, "recap", str(sample), "--backend", "openai", "--base-url", dead_url)
     assert code == 1
@@ -203,7 +229,11 @@ def test_recap_with_an_unreachable_server_fails_cleanly(
     assert after.header["chat_metadata"]["integrity"] == before.metadata["integrity"]
     assert [(m.name, m.text) for m in after.messages] == [(m.name, m.text) for m in before.messages]
     assert not any(get_memory(m) for m in after.messages)
-    assert break_indexes(after.messages) == []
+    assert all(get_data(m, "error") for m in after.messages)
+    found = break_indexes(after.messages)
+    assert found
+    assert {get_data(after.messages[i], "scene_break_cause") for i in found} <= {"cues", "length"}
+    assert not any(s.recap for s in scenes(after.messages))
     assert running.versions(after) == []
 
 
@@ -331,7 +361,7 @@ def test_eval_prints_one_row_per_style_and_set(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cli_app.out, "width", 200)  # one line per row
-    code, out, err = run(capsys, "eval", "--sets", "generated", "--budgets", "500,1000")
+    code, out, err = run(capsys, "eval", "--sets", "generated", "--budgets", "1000,2000")
     assert code == 0, err
     rows = {}
     for line in out.splitlines():

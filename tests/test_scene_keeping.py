@@ -28,8 +28,11 @@ def test_scene_breaks_are_found_when_a_chat_opens_with_auto_scene_break_on_load(
     )
     MessageRecapper(session, OfflineBackend())
     found = break_indexes(generated.chat.messages)
-    assert found
-    assert all(any(abs(f - end) <= 2 for end in generated.scene_ends) for f in found)
+    ends = generated.scene_ends
+    hits = [end for end in ends if any(abs(f - end) <= 2 for f in found)]
+    extra = [f for f in found if not any(abs(f - end) <= 2 for end in ends)]
+    assert len(hits) >= len(ends) - 1, (found, ends)
+    assert len(extra) <= 2, (found, ends)
     assert running.versions(generated.chat)  # scenes recapped and folded in
 
 

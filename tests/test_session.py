@@ -534,7 +534,7 @@ def test_the_profile_bound_to_a_chat_file_also_sets_its_save_debounce(
 def test_marking_a_scene_break_with_count_0_hides_up_to_it_and_unmarking_unhides() -> None:
     chat = make_chat(n=8)
     chat.messages[6]["is_system"] = True  # hidden by the user: never unhidden
-    session, _ = session_for(chat, Settings(auto_hide_scene_count=0))
+    session, _ = session_for(chat, Settings(auto_hide_scene_count=0, auto_hide_only_recapped=False))
     before = session.refreshes
     message = session.mark_scene_break(3, name="Leaving port")
     assert session.refreshes == before + 1
@@ -552,7 +552,7 @@ def test_marking_a_scene_break_with_count_0_hides_up_to_it_and_unmarking_unhides
 def test_a_later_scene_break_moves_the_hidden_range() -> None:
     # SPEC-NOTES §4.6 with N = 2: everything up to and including b(k-N+1) is hidden.
     chat = make_chat(n=10)
-    session, _ = session_for(chat, Settings(auto_hide_scene_count=2))
+    session, _ = session_for(chat, Settings(auto_hide_scene_count=2, auto_hide_only_recapped=False))
     session.mark_scene_break(2)
     assert not any(m.is_system for m in chat.messages)  # k = 1 < N = 2: nothing hidden
     session.mark_scene_break(6)

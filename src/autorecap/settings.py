@@ -144,6 +144,11 @@ class Settings(BaseModel):
     auto_hide_scene_count: int = Field(
         2, ge=-1, description="Keep the last N scenes visible; 0 hides all, -1 turns it off."
     )
+    auto_hide_only_recapped: bool = Field(
+        True,
+        description="Auto-hide hides no message past the last scene in the current running "
+        "recap, so that what is hidden is always in the memory (off: the seeds' rule alone).",
+    )
     auto_scene_break_on_load: bool = Field(False, description="Detect scene breaks on load.")
     auto_scene_break_on_new_message: bool = Field(
         True, description="Detect scene breaks as messages arrive."

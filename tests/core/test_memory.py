@@ -410,15 +410,21 @@ def hidden_chat(n: int = 30, breaks: tuple[int, ...] = (9, 19)) -> Chat:
 def test_auto_hide_hides_marks_and_unhides_when_no_longer_covered() -> None:
     chat = hidden_chat()
     slots = ExtensionPrompts()
-    result = refresh_memory(chat, Settings(auto_hide_scene_count=1), slots, COUNTER)
+    result = refresh_memory(
+        chat, Settings(auto_hide_scene_count=1, auto_hide_only_recapped=False), slots, COUNTER
+    )
     assert result.hide_changes == [HideChange(0, 19, True)]
     assert [m.is_hidden for m in chat.messages] == [True] * 20 + [False] * 10
     assert all(get_data(m, "auto_hidden") for m in chat.messages[:20])
-    result = refresh_memory(chat, Settings(auto_hide_scene_count=2), slots, COUNTER)
+    result = refresh_memory(
+        chat, Settings(auto_hide_scene_count=2, auto_hide_only_recapped=False), slots, COUNTER
+    )
     assert result.hide_changes == [HideChange(10, 19, False)]
     assert [m.is_hidden for m in chat.messages] == [True] * 10 + [False] * 20
     assert not any(get_data(m, "auto_hidden") for m in chat.messages[10:])
-    refresh_memory(chat, Settings(auto_hide_scene_count=-1), slots, COUNTER)
+    refresh_memory(
+        chat, Settings(auto_hide_scene_count=-1, auto_hide_only_recapped=False), slots, COUNTER
+    )
     assert not any(m.is_hidden for m in chat.messages)
 
 
@@ -426,9 +432,19 @@ def test_auto_hide_never_touches_the_users_own_hides() -> None:
     chat = hidden_chat()
     chat.messages[3]["is_system"] = True  # hidden by the user: no mark
     chat.messages[25]["is_system"] = True
-    refresh_memory(chat, Settings(auto_hide_scene_count=1), ExtensionPrompts(), COUNTER)
+    refresh_memory(
+        chat,
+        Settings(auto_hide_scene_count=1, auto_hide_only_recapped=False),
+        ExtensionPrompts(),
+        COUNTER,
+    )
     assert get_data(chat.messages[3], "auto_hidden") is None
-    refresh_memory(chat, Settings(auto_hide_scene_count=-1), ExtensionPrompts(), COUNTER)
+    refresh_memory(
+        chat,
+        Settings(auto_hide_scene_count=-1, auto_hide_only_recapped=False),
+        ExtensionPrompts(),
+        COUNTER,
+    )
     assert chat.messages[3].is_hidden
     assert chat.messages[25].is_hidden
     assert not chat.messages[4].is_hidden
@@ -439,19 +455,30 @@ def test_removing_a_break_unhides_what_it_covered() -> None:
     state = MemoryState()
     chat.listeners.append(state.touch)
     refresh_memory(
-        chat, Settings(auto_hide_scene_count=0), ExtensionPrompts(), COUNTER, state=state
+        chat,
+        Settings(auto_hide_scene_count=0, auto_hide_only_recapped=False),
+        ExtensionPrompts(),
+        COUNTER,
+        state=state,
     )
     assert sum(m.is_hidden for m in chat.messages) == 20
     set_data(chat.messages[19], "scene_break", False)
     refresh_memory(
-        chat, Settings(auto_hide_scene_count=0), ExtensionPrompts(), COUNTER, state=state
+        chat,
+        Settings(auto_hide_scene_count=0, auto_hide_only_recapped=False),
+        ExtensionPrompts(),
+        COUNTER,
+        state=state,
     )
     assert [m.is_hidden for m in chat.messages] == [True] * 10 + [False] * 20
 
 
 def test_a_setting_changed_in_place_makes_the_next_refresh_a_full_one() -> None:
     chat = hidden_chat()
-    state, settings = MemoryState(), Settings(auto_hide_scene_count=0)
+    state, settings = (
+        MemoryState(),
+        Settings(auto_hide_scene_count=0, auto_hide_only_recapped=False),
+    )
     chat.listeners.append(state.touch)
     assert refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
     assert not refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state).full
@@ -465,8 +492,59 @@ def test_a_setting_changed_in_place_makes_the_next_refresh_a_full_one() -> None:
 def test_invisible_breaks_do_not_count() -> None:
     chat = hidden_chat()
     set_data(chat.messages[19], "scene_break_visible", False)
-    refresh_memory(chat, Settings(auto_hide_scene_count=0), ExtensionPrompts(), COUNTER)
+    refresh_memory(
+        chat,
+        Settings(auto_hide_scene_count=0, auto_hide_only_recapped=False),
+        ExtensionPrompts(),
+        COUNTER,
+    )
     assert sum(m.is_hidden for m in chat.messages) == 10
+
+
+def test_by_default_auto_hide_hides_only_what_the_running_recap_holds() -> None:
+    """`auto_hide_only_recapped`: a scene is hidden once the current running version covers
+    it; while its recap lags, it stays in the prompt; a version moved back unhides again."""
+    chat = hidden_chat(breaks=(9, 19, 25))
+    state = MemoryState()
+    chat.listeners.append(state.touch)
+    settings = Settings(auto_hide_scene_count=1)
+
+    def refresh() -> list[bool]:
+        refresh_memory(chat, settings, ExtensionPrompts(), COUNTER, state=state)
+        return [m.is_hidden for m in chat.messages]
+
+    def fold_in(count: int, end: int) -> None:
+        previous = running.current(chat)
+        running.add_version(
+            chat,
+            f"- scenes 1 to {count}",
+            scene_count=count,
+            excluded_count=1,
+            prev_scene_index=int(previous["new_scene_index"]) if previous else 0,
+            new_scene_index=end,
+            now_ms=count,
+        )
+
+    assert not any(refresh())  # the seed's rule would hide 0-25: no recap holds them yet
+    fold_in(1, 9)
+    assert refresh() == [True] * 10 + [False] * 20
+    fold_in(2, 19)
+    assert refresh() == [True] * 20 + [False] * 10
+    fold_in(3, 25)
+    assert refresh() == [True] * 26 + [False] * 4  # the seed's boundary: never past it
+    running.select_version(chat, 0)  # versions are numbered from 0
+    assert refresh() == [True] * 10 + [False] * 20
+    assert all(get_data(m, "auto_hidden") for m in chat.messages[:10])
+
+
+@pytest.mark.parametrize(
+    ("breaks", "count", "covered", "expected"),
+    [([9, 19], 1, -1, -1), ([9, 19], 1, 9, 9), ([9, 19], 1, 30, 19), ([9, 19], 0, 19, 19)],
+)
+def test_hide_boundary_never_passes_what_is_covered(
+    breaks: list[int], count: int, covered: int, expected: int
+) -> None:
+    assert hide_boundary(breaks, count, covered) == expected
 
 
 def test_changes_come_in_contiguous_ranges() -> None:

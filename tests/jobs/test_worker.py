@@ -23,6 +23,7 @@ from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
+from autorecap.profiles import Profiles
 from autorecap.recap.backend import LLMError, RecapRequest, RecapResult
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
@@ -399,7 +400,7 @@ def test_a_running_worker_sees_messages_added_after_it_started(store: SQLiteStor
 
 SLOW = 0.3
 FAST = 0.02
-_MESSAGE = re.compile(r"The message, from [^\n]*:\n(.*)\Z", re.S)
+_MESSAGE = re.compile(r"Message from [^\n]*:\n(.*)\n\nAnswer with the note alone.\Z", re.S)
 
 
 class PacedServer(AnsweringServer):
@@ -483,6 +484,9 @@ def test_a_worker_killed_mid_job_is_taken_over_and_every_job_runs_once(
     home: Path, paced: PacedServer
 ) -> None:
     store = SQLiteStore()  # the one in this test's AUTORECAP_HOME, as the workers use
+    # One message per call, so that the job in flight is one message's (the workers read this
+    # home's settings file).
+    Profiles().set("llm_batch_tokens", 0)
     chat = stored_chat(store, 40, seed=2)
     text_of = {m.id: m.text for m in chat.messages}
     queue = JobQueue(store)
@@ -529,6 +533,7 @@ def test_a_worker_killed_mid_job_is_taken_over_and_every_job_runs_once(
         assert get_data(message, "error") is None
     closed = [s for s in scenes(after.messages) if s.closed]
     kinds = Counter(paced.kinds())
-    assert kinds["scene"] == len(closed) >= 2
-    assert kinds["combine"] == len(running.versions(after)) == len(closed) - 1
+    assert kinds["scene"] == len(closed) >= 1
+    assert len(running.versions(after)) == len(closed) - 1
+    assert kinds["combine"] == 0  # short scene lines are appended to the running recap
     assert f"{len(jobs) - len(done_before)} job(s) done" in output

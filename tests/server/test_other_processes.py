@@ -162,6 +162,9 @@ class _InterruptedOnce:
             self.other.save(theirs, changed=[theirs.messages[self.index]])
         return self.inner.message_recap(request)  # type: ignore[arg-type]
 
+    def message_recaps(self, requests: list[object]) -> list[object]:
+        return [self.message_recap(request) for request in requests]
+
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 

@@ -403,6 +403,7 @@ def test_auto_hidden_messages_are_left_out_of_the_upstream_request(
         breaks=(1,),
     )
     Profiles().set("auto_hide_scene_count", 0)  # hide everything up to the last scene break
+    Profiles().set("auto_hide_only_recapped", False)  # even with no running recap yet
     proxy = start_proxy()
     client = openai_client(proxy.chat_url("hidden"))
     asked = [

@@ -259,6 +259,16 @@ IS_MESSAGE_RECAP = "Write the note for"
 IS_RUNNING_RECAP = "running memory"
 
 
+ONE_PER_CALL = {"llm_batch_tokens": 0}
+"""One message per recap call, so that a held call is one message's."""
+MUST_CONDENSE = {"running_scene_recap_max_tokens": 50}
+"""With `long_recap`s, the running recap needs an LLM call (a line that fits is appended)."""
+
+
+def long_recap(text: str) -> str:
+    return text + " " + " ".join(f"Crate {n} was stowed below." for n in range(12))
+
+
 def asking(fragment: str) -> Callable[[Any], bool]:
     return lambda request: any(fragment in content for content in request.contents)
 
@@ -274,6 +284,7 @@ def test_cancelling_a_running_job_cancels_it(
     # Cause: jobs/runner.py never calls JobQueue.cancel_requested: a running job told to cancel
     # ("cancelling") runs on, stores its recap and ends "done".
     proxy = start_proxy(worker=True, recap_backend="upstream")
+    assert http.patch(proxy.origin + "/api/settings", json=ONE_PER_CALL).status_code == 200
     hold = upstream.hold(asking(IS_MESSAGE_RECAP), reply="A recap nobody wants any more.")
     turn = {"model": "m", "messages": [{"role": "user", "content": "Mira hides the ledger."}]}
     assert http.post(proxy.chat_url("x") + "/chat/completions", json=turn).status_code == 200
@@ -298,9 +309,11 @@ def test_a_replaced_chat_does_not_get_the_old_chats_running_recap(
     chat = read_chat(sample_chat_path())
     for end in (9, 19):
         scenes.mark_break(chat.messages[end], f"Scene ending at {end}")
-        scenes.add_recap_version(chat.messages[end], f"Old scene {end}.", scene_hash="x")
+        scenes.add_recap_version(
+            chat.messages[end], long_recap(f"Old scene {end}."), scene_hash="x"
+        )
     proxy = start_proxy(worker=True, recap_backend="upstream")
-    settings = {"running_scene_recap_exclude_latest": 0}
+    settings = {"running_scene_recap_exclude_latest": 0, **MUST_CONDENSE}
     assert http.patch(proxy.origin + "/api/settings", json=settings).status_code == 200
     hold = upstream.hold(asking(IS_RUNNING_RECAP), reply="OLD RUNNING RECAP")
     imported = http.post(proxy.origin + "/api/chats?id=x", content=serialize_chat(chat))
@@ -322,14 +335,21 @@ def test_the_upstream_recap_backend_uses_the_owners_running_recap_prompt(
     # max tokens, timeout and retries a key sets are ignored with --recap-backend upstream.
     chat = read_chat(sample_chat_path())
     scenes.mark_break(chat.messages[9], "The Rusted Anchor")
-    scenes.add_recap_version(chat.messages[9], "Mira hires Tomas.", scene_hash="x")
+    scenes.add_recap_version(chat.messages[9], long_recap("Mira hires Tomas."), scene_hash="x")
     proxy = start_proxy(worker=True, recap_backend="upstream")
     prompt = "OWNER RUNNING PROMPT.\n{{previous}}\n{{scene}}"
-    settings = {"running_recap_prompt": prompt, "running_scene_recap_exclude_latest": 0}
+    settings = {
+        "running_recap_prompt": prompt,
+        "running_scene_recap_exclude_latest": 0,
+        **MUST_CONDENSE,
+    }
     assert http.patch(proxy.origin + "/api/settings", json=settings).status_code == 200
+    scene_hold = upstream.hold(asking("Recap the scene"), reply=long_recap("Mira hires Tomas."))
     imported = http.post(proxy.origin + "/api/chats?id=x", content=serialize_chat(chat))
     assert imported.status_code == 201
     assert http.post(proxy.origin + "/api/chats/x/scenes/9/regenerate").status_code == 200
+    scene_hold.first()
+    scene_hold.release()
     wait_until(
         lambda: http.get(proxy.origin + "/api/chats/x/running").json()["versions"],
         "a running recap",

@@ -156,6 +156,10 @@ def conversation(
     start_proxy: StartProxy, upstream: Upstream, openai_client: MakeClient, http: httpx.Client
 ) -> Conversation:
     proxy = start_proxy(worker=True, recap_backend="upstream")
+    # One message per recap call, so that a held call is one message's (batches have their own
+    # tests in tests/recap and tests/jobs).
+    answer = http.patch(f"{proxy.origin}/api/settings", json={"llm_batch_tokens": 0})
+    assert answer.status_code == 200, answer.text
     return Conversation(proxy, upstream, openai_client(proxy.chat_url(CHAT)), http)
 
 
@@ -182,7 +186,7 @@ def test_a_chat_is_answered_while_its_message_recap_call_is_open(
     u1 = user(TURNS[0])
     r1 = conversation.ask(u1)
     held = hold.first()
-    assert held.prompt.endswith(TURNS[0])  # the worker recaps the first message first
+    assert f"\n{TURNS[0]}\n" in held.prompt  # the worker recaps the first message first
 
     u2 = user(TURNS[1])
     r2 = conversation.ask(u1, r1, u2)
@@ -215,15 +219,24 @@ def test_a_chat_is_answered_while_its_scene_and_running_recap_calls_are_open(
     # the first, whose recap is the one held.
     conversation.mark_scene(1)
     conversation.mark_scene(3)
-    scene_memory = "Mira hid the ledger; the crew was none the wiser."
+    # A running recap that fits is the scene's line appended, with no call: a cap the scene's
+    # recap does not fit in makes the worker ask the upstream to condense it.
+    answer = conversation.http.patch(
+        f"{conversation.proxy.origin}/api/settings", json={"running_scene_recap_max_tokens": 50}
+    )
+    assert answer.status_code == 200, answer.text
+    scene_memory = "Mira hid the ledger; the crew was none the wiser. " + " ".join(
+        f"Crate {n} was stowed below." for n in range(12)
+    )
     running_memory = "So far: Mira hid a stolen ledger aboard the Heron."
     scene_hold = upstream.hold(IS_SCENE_RECAP, reply=scene_memory)
     running_hold = upstream.hold(IS_RUNNING_RECAP, reply=running_memory)
     conversation.regenerate_scene(1)
 
     held_scene = scene_hold.first()
-    assert TURNS[0] in held_scene.prompt
-    assert TURNS[1] not in held_scene.prompt  # the first scene only
+    # The first scene only (told by its messages, or by their recaps when those are shorter).
+    assert "(0-1)" in held_scene.prompt
+    assert TURNS[1] not in held_scene.prompt
     history.append(user(TURNS[3]))
     history.append(conversation.ask(*history))
     answered_while_held(held_scene)
@@ -273,7 +286,8 @@ def test_a_scene_edited_during_its_recap_call_is_recapped_from_the_new_text(
     scene_job = conversation.regenerate_scene(3)[0]
     held = scene_hold.first()
     old_text = history[edited]["content"]
-    assert old_text in held.prompt
+    old_recap = conversation.live(lambda chat: get_memory(chat.messages[edited]))
+    assert old_text in held.prompt or f": {old_recap}" in held.prompt
 
     # The client edits a message of the scene (and goes on) while the recap call is open.
     new_text = "Mira burns the stolen ledger in the galley stove."
@@ -303,8 +317,9 @@ def test_a_scene_edited_during_its_recap_call_is_recapped_from_the_new_text(
     conversation.wait_idle()
     scene_calls = [r for r in upstream.chat_requests if IS_SCENE_RECAP(r)]
     last_call = scene_calls[-1]
-    assert any(new_text in c for c in last_call.contents)
-    assert not any(old_text in c for c in last_call.contents)
+    # Made from the new text, or from the recap made of it (when the recaps are shorter).
+    assert any(new_text in c or ": Mira burned the ledger." in c for c in last_call.contents)
+    assert not any(old_text in c or f": {old_recap}\n" in c for c in last_call.contents)
     for chat in (conversation.live(lambda chat: chat), conversation.stored()):
         assert chat.messages[edited].text == new_text  # the client's edit is kept
         assert [m.id for m in chat.messages][: len(ids_before)] == ids_before

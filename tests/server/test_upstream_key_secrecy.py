@@ -148,7 +148,9 @@ def test_the_upstream_key_never_leaves_the_server(
             "/jobs",
         ):
             assert http.get(api + url).status_code == 200, url
-        patched = http.patch(f"{api}/settings", json={"llm_api_key_env": KEY_VARIABLE})
+        # One message per recap call: the upstream answers "Reply N.", not numbered lines.
+        changes = {"llm_api_key_env": KEY_VARIABLE, "llm_batch_tokens": 0}
+        patched = http.patch(f"{api}/settings", json=changes)
         assert patched.status_code == 200
         assert http.post(f"{api}/jobs/pause").status_code == 403
         http.get(f"{api}/chats/voyage", headers={"Authorization": f"Bearer {secret}"})

@@ -24,7 +24,7 @@ from rich.table import Table
 from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
 from autorecap.core import running
-from autorecap.core.data import RECAP_KEYS, get_data, get_memory, update_data
+from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
 from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible, unmark_break
 from autorecap.core.tokens import get_counter
@@ -110,7 +110,7 @@ def recap(
     if force:
         for message in loaded.messages:  # the queue redoes what has no recap: clear them first
             if get_memory(message) or get_data(message, "error"):
-                update_data(message, dict.fromkeys(RECAP_KEYS) | {"edited": False})
+                update_data(message, cleared_recap(message))
     with tempfile.TemporaryDirectory() as folder:
         # The work runs on the job queue: a stored chat's own (persistent: `autorecap worker`
         # resumes it), or for a file a queue in a temporary database for this run.

@@ -5,6 +5,10 @@ every message with index <= b(k-N+1) is hidden; N = 0 hides everything up to and
 last break; N = -1 turns auto-hide off. Hiding sets `is_system: true` and marks the message
 `auto_hidden` in its namespace; a message auto-hide hid is unhidden (and unmarked) as soon as the
 rule stops covering it; a message the user hid (no mark) is never touched.
+
+Ours on top (`auto_hide_only_recapped`, on by default): the boundary never passes the last
+message of the scenes the current running recap holds (`covered_upto`), so a message is hidden
+only once its scene is in the memory that replaces it; while recaps lag or fail, it stays.
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ def visible_breaks(messages: Sequence[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if is_visible_break(m)]
 
 
-def hide_boundary(breaks: Sequence[int], scene_count: int) -> int:
-    """The last index auto-hide hides (-1: none), per SPEC-NOTES §4.6."""
+def hide_boundary(breaks: Sequence[int], scene_count: int, covered_upto: int | None = None) -> int:
+    """The last index auto-hide hides (-1: none), per SPEC-NOTES §4.6, and never past
+    `covered_upto` when it is given (the last message the running recap covers, -1: none)."""
     if scene_count < 0 or not breaks:
         return -1
     if scene_count == 0:
-        return breaks[-1]
-    k = len(breaks)
-    if k < scene_count:
+        boundary = breaks[-1]
+    elif len(breaks) < scene_count:
         return -1
-    return breaks[k - scene_count]
+    else:
+        boundary = breaks[len(breaks) - scene_count]
+    return boundary if covered_upto is None else min(boundary, covered_upto)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,11 @@ LEGACY_NAMESPACE = "auto_summarize_memory"
 INCLUDED = "Recap of message(s)"
 """The `include` flag of a message whose recap is in short-term memory (seed 002)."""
 
-RECAP_KEYS = ("memory", "error", "reasoning", "prefill", "scene_start")
-"""The keys of a message recap and what came with it (cleared together)."""
+RECAP_KEYS = ("memory", "error", "reasoning", "prefill")
+"""The seed's keys of a message recap and what came with it (cleared together)."""
+HINT_KEYS = ("scene_start",)
+"""Ours, written with a recap when there is something to say (an LLM's "new scene" mark); cleared
+with it, and only where present so that a cleared message holds what the seed's does."""
 
 
 def get_data(message: Mapping[str, Any] | None, key: str) -> Any:
@@ -134,12 +137,17 @@ def edit_memory(message: dict[str, Any] | None, text: str) -> None:
     )
 
 
+def cleared_recap(message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The values that remove a message's recap (for `update_data`), `edited` reset."""
+    values: dict[str, Any] = dict.fromkeys(RECAP_KEYS)
+    values.update(dict.fromkeys(key for key in HINT_KEYS if has_data(message, key)))
+    values["edited"] = False
+    return values
+
+
 def clear_memory(message: dict[str, Any] | None) -> None:
     """Remove the recap and everything about it (seed 004, "Pattern 5")."""
-    values: dict[str, Any] = dict.fromkeys(RECAP_KEYS)
-    values["edited"] = False
-    values["exclude"] = False
-    update_data(message, values)
+    update_data(message, cleared_recap(message) | {"exclude": False})
 
 
 def get_previous_swipe_memory(message: Mapping[str, Any] | None, key: str) -> Any:

@@ -155,7 +155,7 @@ def refresh_memory(
     state = state if state is not None else MemoryState()
     full = _prepare(chat, settings, state)
     # 1. auto-hide (seed 003)
-    hide_changes = _auto_hide(chat.messages, settings, state)
+    hide_changes = _auto_hide(chat, settings, state)
     # 2. chat_enabled(): when disabled, the slot is set to "" and "" is returned (seed 000)
     if not chat_enabled(settings, chat.id):
         slots.set(SCENE_KEY, "", Position.IN_PROMPT, 0)
@@ -346,10 +346,10 @@ def _track_recap(state: MemoryState, index: int, has_recap: bool) -> bool:
     return True
 
 
-def _auto_hide(
-    messages: Sequence[Message], settings: Settings, state: MemoryState
-) -> list[HideChange]:
-    boundary = hide_boundary(state.breaks, settings.auto_hide_scene_count)
+def _auto_hide(chat: Chat, settings: Settings, state: MemoryState) -> list[HideChange]:
+    messages = chat.messages
+    covered = running.covered_upto(chat) if settings.auto_hide_only_recapped else None
+    boundary = hide_boundary(state.breaks, settings.auto_hide_scene_count, covered)
     if state.hide_count == -2:
         changes = apply_auto_hide(messages, boundary)  # a full pass
     elif boundary == state.hidden_upto:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from autorecap.core.model import Chat
 
 
@@ -35,3 +38,152 @@ def character_key_of(chat: Chat) -> str | None:
             return message.character_key
     name = chat.character_name
     return name if name and name != "unused" else None
+
+
+# --- names from what an OpenAI-style request carries (the proxy sees no header) ------------------
+
+_NAME = r"[A-ZÀ-ÖØ-Þ][\w'’.-]*(?:[ -][A-ZÀ-ÖØ-Þ][\w'’-]*){0,2}"
+_NOT_NAMES = frozenset(
+    {
+        "User",
+        "Assistant",
+        "AI",
+        "An AI",
+        "Narrator",
+        "System",
+        "Human",
+        "Model",
+        "Character",
+        "Bot",
+        "Player",
+        "You",
+        "I",
+        "The",
+        "A",
+        "An",
+        "Char",
+        "Your",
+        "ChatGPT",
+        "Claude",
+        "GPT",
+    }
+)
+_CHARACTER_PATTERNS = [
+    re.compile(rf"\bWrite ({_NAME})['’]s? next (?:reply|response|message)"),
+    re.compile(
+        rf"\b(?:You are|You're|you are|you're) (?:now |playing |roleplaying as |portraying )?"
+        rf"({_NAME})(?=[\s,.;:!)]|$)"
+    ),
+    re.compile(
+        rf"\b(?:[Pp]lay|[Rr]oleplay as|[Pp]ortray|[Aa]ct as|the role of|in character as) "
+        rf"({_NAME})(?=[\s,.;:!)]|$)"
+    ),
+    re.compile(rf"(?:^|[\[\n])\s*({_NAME})['’]s (?:personality|description|appearance|persona)\b"),
+    re.compile(rf"(?:^|\n)\s*\[?(?:Character|Char|Name)\s*[:=]\s*({_NAME})\s*(?:[\]\n]|$)"),
+]
+_USER_PATTERNS = [
+    re.compile(
+        rf"\b(?:[Tt]he user|[Uu]ser|[Tt]he player)(?:['’]s name)? (?:is|plays|is called|is "
+        rf"named|is playing) ({_NAME})(?=[\s,.;:!)]|$)"
+    ),
+    re.compile(rf"\b(?:talking|chatting|speaking|writing) (?:to|with) ({_NAME})(?=[\s,.;:!)]|$)"),
+]
+_BETWEEN = re.compile(
+    rf"\b(?:chat|conversation|roleplay|role-play|story|dialogue|exchange|scene) between "
+    rf"({_NAME}) and ({_NAME})(?=[\s,.;:!)]|$)"
+)
+_PREFIX = re.compile(rf"^({_NAME}): \S")
+
+
+def _name(found: str | None) -> str | None:
+    if not found:
+        return None
+    name = found.strip(" .-'’")
+    if not name or name in _NOT_NAMES or name.split()[0] in _NOT_NAMES or len(name) > 40:
+        return None
+    return name
+
+
+def names_from_prompt(texts: Sequence[str]) -> tuple[str | None, str | None]:
+    """(user, character) as a system prompt or character card names them: "Write Seraphina's
+    next reply in a fictional chat between Seraphina and Tomas" (SillyTavern's main prompt),
+    "You are Seraphina", "Seraphina's personality:", "The user is Tomas"; None where nothing
+    says."""
+    text = "\n".join(texts)
+    character = next(
+        (n for p in _CHARACTER_PATTERNS for m in p.finditer(text) if (n := _name(m.group(1)))),
+        None,
+    )
+    user = next(
+        (n for p in _USER_PATTERNS for m in p.finditer(text) if (n := _name(m.group(1)))), None
+    )
+    for match in _BETWEEN.finditer(text):
+        first, second = _name(match.group(1)), _name(match.group(2))
+        if character is None and first and second:  # SillyTavern writes {{char}} first
+            character, user = first, user or second
+        elif character in (first, second) and user is None:
+            user = second if character == first else first
+        if character and user:
+            break
+    if user == character:
+        user = None
+    return user, character
+
+
+def speaker_prefix(content: str) -> str | None:
+    """The name a frontend put before a message's text ("Seraphina: ..."), if any."""
+    match = _PREFIX.match(content)
+    return _name(match.group(1)) if match else None
+
+
+def names_from_request(
+    system: Sequence[str], history: Sequence[tuple[str, str, str]]
+) -> tuple[str | None, str | None]:
+    """(user, character) from a chat-completion request: the `name` fields of its messages
+    ((role, content, name) each), else the system prompt and card (`names_from_prompt`), else
+    a name every message of the role opens with ("Seraphina: ...")."""
+    named: dict[str, str | None] = {"user": None, "assistant": None}
+    for role, _content, name in history:
+        if role in named and named[role] is None:
+            named[role] = _name(name)
+    prompt_user, prompt_character = names_from_prompt(system)
+    user = named["user"] or prompt_user
+    character = named["assistant"] or prompt_character
+    for role in ("user", "assistant"):
+        if (user if role == "user" else character) is not None:
+            continue
+        prefixes = [speaker_prefix(c) for r, c, _ in history if r == role]
+        found = [p for p in prefixes if p]
+        # One name opening most of the role's messages: the frontend's "names in content".
+        if len(found) >= 2 and len(found) * 3 >= len(prefixes) * 2 and len(set(found)) == 1:
+            if role == "user":
+                user = found[0]
+            else:
+                character = found[0]
+    return user, (character if character != user else None)
+
+
+def learn_names(chat: Chat, user: str | None, character: str | None) -> bool:
+    """Names learnt from outside the chat (a proxied request), for a speaker the chat knows
+    only by its stand-in ("User", "Assistant"): written into the header and onto the messages
+    that carry the stand-in. Returns whether anything changed."""
+    changed = False
+    for key, name, known, stand_in, is_user in (
+        ("user_name", user, user_name_of(chat), "User", True),
+        ("character_name", character, character_name_of(chat), "Assistant", False),
+    ):
+        if not name or known != stand_in:
+            continue
+        chat.header[key] = name
+        chat.notify_change(None)
+        changed = True
+        for message in chat.messages:
+            if message.is_user == is_user and message.name == stand_in:
+                message["name"] = name
+                chat.notify_change(message)
+    return changed
+
+
+def names_known(chat: Chat) -> bool:
+    """Whether the chat names both speakers (not only by the stand-ins)."""
+    return user_name_of(chat) != "User" and character_name_of(chat) != "Assistant"

@@ -73,6 +73,15 @@ def current(chat: Chat) -> dict[str, Any] | None:
     return newest
 
 
+def covered_upto(chat: Chat) -> int:
+    """The last message index of the scenes the current version holds (-1: no version)."""
+    version = current(chat)
+    if version is None:
+        return -1
+    index = version.get("new_scene_index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else -1
+
+
 def injection_text(chat: Chat, template: str) -> str:
     """Seed 000's `get_running_recap_injection()`: the current recap through the template;
     `""` when there is no recap; the raw content when the template is blank."""

@@ -18,7 +18,14 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from autorecap.core.data import RECAP_KEYS, edit_memory, get_data, get_memory, set_data, update_data
+from autorecap.core.data import (
+    cleared_recap,
+    edit_memory,
+    get_data,
+    get_memory,
+    set_data,
+    update_data,
+)
 from autorecap.core.scenes import scenes
 from autorecap.errors import ChatFileError, LineProblem
 from autorecap.jobs.handlers import MESSAGE_PRIORITY, enqueue_pipeline
@@ -302,7 +309,7 @@ def recap_chat(
         if force:  # the queue redoes what has no recap (as `autorecap recap --force`)
             for message in session.chat.messages:
                 if get_memory(message) or get_data(message, "error"):
-                    update_data(message, dict.fromkeys(RECAP_KEYS) | {"edited": False})
+                    update_data(message, cleared_recap(message))
             session.refresh()
         ids = enqueue_pipeline(registry.queue, session.chat, session.settings)
     return {"jobs": len(ids)}
@@ -381,7 +388,7 @@ def regenerate_message(chat: str, index: int, scope: Owner, registry: Registry) 
             )
         if message.id is None:
             raise ConflictError("the message is not saved yet: try again in a moment")
-        update_data(message, dict.fromkeys(RECAP_KEYS) | {"edited": False})
+        update_data(message, cleared_recap(message))
         session.refresh()
         job = registry.queue.enqueue(
             "message_recap",

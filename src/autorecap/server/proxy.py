@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import learn_names, names_from_request, names_known
 from autorecap.core.reconcile import Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.handlers import enqueue_pipeline
@@ -287,6 +288,17 @@ class ChatRegistry:
                 body = body if body is not None else parse_body(raw)
                 sent = request_messages(body)
                 result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
+                # A new chat's first request (always this full way): SillyTavern sends no
+                # names, its prompt has them. Later requests keep what the chat has, so that
+                # the fast way and this one store the same.
+                if not chat.messages and not names_known(chat):
+                    learn_names(
+                        chat,
+                        *names_from_request(
+                            [m.content for m in result.system],
+                            [(m.role, m.content, m.name) for m in result.history],
+                        ),
+                    )
                 touched += carry_out(session, result)
                 outgoing = dict(body)
                 outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)

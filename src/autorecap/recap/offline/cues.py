@@ -280,7 +280,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         elif _OUT_OF_CHARACTER.search(turn.text[:80]) and _SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
-            cues["narrator"] = 1.5
+            cues["narrator"] = 1.0
         if turn.hint:
             cues["llm"] = 3.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))

@@ -1,0 +1,97 @@
+"""Speakers' names: read from a chat, and learnt from what a proxied request carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from autorecap.core.model import Chat
+from autorecap.core.names import (
+    character_name_of,
+    learn_names,
+    names_from_prompt,
+    names_from_request,
+    names_known,
+    user_name_of,
+)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        # SillyTavern's default main prompt (chat completion)
+        (
+            "Write Seraphina's next reply in a fictional chat between Seraphina and Tomas.",
+            ("Tomas", "Seraphina"),
+        ),
+        ("You are Mira, captain of the Heron.", (None, "Mira")),
+        (
+            "You're roleplaying as Élodie Marchand. You are talking to Jonah.",
+            ("Jonah", "Élodie Marchand"),
+        ),
+        ("[Seraphina's personality: kind, stern]\nThe user is Tomas.", ("Tomas", "Seraphina")),
+        ("A conversation between Ann and Bo.", ("Bo", "Ann")),
+        ("Name: Kestrel\nA tired courier.", (None, "Kestrel")),
+        ("Play Vos, a smuggler who owes money.", (None, "Vos")),
+        # nothing that names anyone
+        ("You are a helpful assistant.", (None, None)),
+        ("You are an AI. Stay in character.", (None, None)),
+        ("A chat between User and Assistant.", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_names_from_a_system_prompt(prompt: str, expected: tuple[str | None, str | None]) -> None:
+    assert names_from_prompt([prompt]) == expected
+
+
+def test_name_fields_come_before_the_prompt() -> None:
+    history = [("user", "Hi.", "Tom"), ("assistant", "Hello.", "Sera")]
+    assert names_from_request(["You are Mira."], history) == ("Tom", "Sera")
+
+
+def test_a_name_every_reply_opens_with_is_the_characters() -> None:
+    history = [
+        ("user", "We go north.", ""),
+        ("assistant", "Seraphina: The path is steep.", ""),
+        ("user", "Fine.", ""),
+        ("assistant", "Seraphina: Then follow me.", ""),
+    ]
+    assert names_from_request([], history) == (None, "Seraphina")
+
+
+def test_mixed_or_rare_openings_name_nobody() -> None:
+    group = [
+        ("assistant", "Bram: Ale!", ""),
+        ("assistant", "Ysolde: Water.", ""),
+        ("assistant", "Bram: More ale.", ""),
+    ]
+    assert names_from_request([], group) == (None, None)
+    once = [("assistant", "Note: the door is shut.", ""), *[("assistant", "It rains.", "")] * 3]
+    assert names_from_request([], once) == (None, None)
+
+
+def stand_in_chat() -> Chat:
+    chat = Chat(chat_id="c")
+    chat.append({"name": "User", "is_user": True, "mes": "Hello."})
+    chat.append({"name": "Assistant", "is_user": False, "mes": "Welcome."})
+    return chat
+
+
+def test_learnt_names_replace_the_stand_ins() -> None:
+    chat = stand_in_chat()
+    changed: list[object] = []
+    chat.listeners.append(changed.append)
+    assert not names_known(chat)
+    assert learn_names(chat, "Tomas", "Seraphina")
+    assert [m.name for m in chat.messages] == ["Tomas", "Seraphina"]
+    assert (chat.user_name, chat.character_name) == ("Tomas", "Seraphina")
+    assert (user_name_of(chat), character_name_of(chat)) == ("Tomas", "Seraphina")
+    assert names_known(chat)
+    assert None in changed  # the header is saved
+    assert not learn_names(chat, "Someone", "Else")  # real names are never replaced
+
+
+def test_one_side_can_be_learnt_alone() -> None:
+    chat = stand_in_chat()
+    assert learn_names(chat, None, "Seraphina")
+    assert [m.name for m in chat.messages] == ["User", "Seraphina"]
+    assert not names_known(chat)
