@@ -1,121 +1,99 @@
-"""Recaps: offline message recaps per second on a 1,000-message chat; recall@budget of the
-offline engine and of the recent-messages baseline at 1,000 and 2,000 tokens; the offline
-pipeline end to end on 1,000 messages; the same through a loopback LLM server answering every
-call after 200 ms, at the configured concurrency against one call at a time, and LLM calls per
-scene. Figures and ratios, never asserted."""
+"""Recaps: the offline pipeline on 1,000 and 10,000 messages (messages per second; target at
+least 1,000), scene detection's time per message, and what the LLM side costs: calls and prompt
+tokens per 1,000 chat tokens through a counting loopback OpenAI-compatible server
+(`autorecap.testing.llm.PlausibleLLM`), the default batched pipeline against one call per
+message, in the same run. Figures and ratios, never asserted."""
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections import Counter
 
 from _common import report
+from autorecap.core.model import Chat
 from autorecap.core.tokens import get_counter
-from autorecap.evaluation import by_style, evaluate_chats
-from autorecap.evaluation.corpus import generated_chats
-from autorecap.recap.messages import recap_all
-from autorecap.recap.offline.engine import OfflineBackend
-from autorecap.recap.openai_compat import OpenAICompatBackend
-from autorecap.recap.pipeline import run_pipeline
+from autorecap.recap import OfflineBackend, run_pipeline
+from autorecap.recap.backends import make_backend
+from autorecap.recap.offline.cues import Turn, score_scene_starts
+from autorecap.sample import sample_chat_path
 from autorecap.settings import Settings
+from autorecap.stfiles.jsonl import read_chat
 from autorecap.testing import generate
-
-LLM_DELAY_S = 0.2
-
-
-class _SlowLLM(BaseHTTPRequestHandler):
-    """Answers every chat completion after LLM_DELAY_S: a recap, or a scene-break verdict."""
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", 0))
-        body = json.loads(self.rfile.read(length))
-        time.sleep(LLM_DELAY_S)
-        prompt = body["messages"][0]["content"]
-        found = re.search(r"from (\d+) to (\d+)", prompt)
-        if "scene_break_at" in prompt and found:  # a break at the earliest allowed message
-            content = json.dumps({"scene_break_at": int(found.group(1)), "reason": "new place"})
-        else:
-            content = "Mira and Tomas argued about the chart and agreed to sail at dawn."
-        answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        return
+from autorecap.testing.llm import PlausibleLLM
 
 
 def offline_figures() -> None:
     counter = get_counter()
-    chat = generate(1000, seed=3).chat
-    start = time.perf_counter()
-    stats = recap_all(chat, OfflineBackend(counter), Settings(), counter)
-    elapsed = time.perf_counter() - start
-    chat = generate(1000, seed=4).chat
-    start = time.perf_counter()
-    result = run_pipeline(chat, OfflineBackend(counter), Settings(), counter, now_ms=0)
-    pipeline_s = time.perf_counter() - start
-    report(
-        "offline recaps, 1,000 messages",
-        {
-            "message recaps made": stats.made,
-            "message recaps per second (target >= 1,000)": stats.made / elapsed,
-            "whole pipeline s (recaps, scenes, scene recaps, running recap)": pipeline_s,
-            "scenes found": len(result.breaks_found),
-            "running recap versions": result.running_versions,
-        },
-    )
+    run_pipeline(generate(50, seed=1).chat, OfflineBackend(counter), Settings(), counter, now_ms=0)
     figures: dict[str, object] = {}
-    for row in by_style(evaluate_chats(generated_chats(size=1000), budgets=(1000, 2000))):
-        for budget in (1000, 2000):
-            key = f"{row.style} @ {budget} tokens"
-            figures[f"{key}: memory answer recall"] = round(row.memory_recall[budget], 3)
-            figures[f"{key}: latest-messages answer recall"] = round(row.baseline_recall[budget], 3)
-    report("answer recall (offline engine, generated chats of 1,000 messages)", figures)
+    for size in (1000, 10_000):
+        chat = generate(size, seed=3).chat
+        start = time.perf_counter()
+        result = run_pipeline(chat, OfflineBackend(counter), Settings(), counter, now_ms=0)
+        elapsed = time.perf_counter() - start
+        figures[f"{size:,} messages: whole pipeline s"] = elapsed
+        figures[f"{size:,} messages: messages per second (target >= 1,000)"] = size / elapsed
+        figures[f"{size:,} messages: scenes, running recap versions"] = (
+            f"{len(result.breaks_found)}, {result.running_versions}"
+        )
+    chat = generate(10_000, seed=3).chat
+    turns = [Turn(m.text, m.name, m.is_narrator, m.is_hidden, m.send_time) for m in chat.messages]
+    start = time.perf_counter()
+    score_scene_starts(turns)
+    scored = time.perf_counter() - start
+    figures["scene cues scored, microseconds per message (10,000)"] = scored / len(turns) * 1e6
+    report("offline pipeline", figures)
+
+
+def _chat_tokens(chat: Chat) -> int:
+    counter = get_counter()
+    return sum(counter.count(m.text) for m in chat.messages)
 
 
 def llm_figures() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowLLM)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    counter = get_counter()
-    try:
-        timings = {}
-        calls = {}
-        scenes = 0
-        for concurrency in (1, Settings().llm_concurrency):
-            chat = generate(60, seed=5, scene_length=(12, 20)).chat
-            backend = OpenAICompatBackend(base_url=base_url, api_key_env="", retries=0)
-            settings = Settings(llm_concurrency=concurrency)
-            start = time.perf_counter()
-            result = run_pipeline(chat, backend, settings, counter, now_ms=0)
-            timings[concurrency] = time.perf_counter() - start
-            calls[concurrency] = backend.calls
-            scenes = max(1, result.scene_recaps)
-            backend.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-    high = Settings().llm_concurrency
-    report(
-        "LLM pipeline through a loopback server (200 ms a call), 60 messages",
-        {
-            "one call at a time s": timings[1],
-            f"concurrency {high} s": timings[high],
-            "speed-up": timings[1] / timings[high],
-            "LLM calls": calls[high],
-            "scenes recapped": scenes,
-            "LLM calls per scene": calls[high] / scenes,
+    """Every tier on (message recaps, scene detection by the LLM, scene recaps, the running
+    recap) on the bundled sample chat and a generated 1,000-message one."""
+    ways = {
+        "one call per message": {"llm_batch_tokens": 0},
+        "batched (the default)": {},
+        "batched, message recaps skipped (nothing injects them)": {
+            "skip_unused_message_recaps": True
         },
-    )
+    }
+    chats = {
+        "sample chat (199 messages)": lambda: read_chat(sample_chat_path()),
+        "generated chat (1,000 messages)": lambda: generate(1000, seed=7).chat,
+    }
+    counter = get_counter()
+    with PlausibleLLM() as llm:
+        for chat_name, load in chats.items():
+            figures: dict[str, object] = {}
+            baseline = 0.0
+            for way, values in ways.items():
+                chat = load()
+                tokens = _chat_tokens(chat)
+                settings = Settings(
+                    recap_backend="openai",
+                    llm_base_url=llm.url,
+                    llm_api_key_env="",
+                    scene_break_detection="llm",
+                    **values,
+                )
+                backend = make_backend(settings)
+                first = len(llm.kinds)
+                run_pipeline(chat, backend, settings, counter, now_ms=0)
+                usage = backend.usage
+                per_thousand = usage.prompt_tokens / tokens * 1000
+                baseline = baseline or per_thousand
+                kinds = Counter(llm.kinds[first:])
+                figures[f"{way}: calls"] = usage.calls
+                figures[f"{way}: prompt tokens per 1,000 chat tokens"] = per_thousand
+                figures[f"{way}: against one call per message"] = per_thousand / baseline
+                figures[f"{way}: calls by prompt"] = ", ".join(
+                    f"{kind} {n}" for kind, n in sorted(kinds.items())
+                )
+            figures["chat tokens"] = tokens
+            report(f"LLM cost, every tier on, {chat_name}", figures)
 
 
 def main() -> None:

@@ -627,9 +627,11 @@ def test_a_scene_is_appended_without_a_call_while_the_recap_fits(
     contents = [v["content"] for v in running.versions(chat)]
     assert contents[1] == f"{contents[0]}\n- {recap_text(2)}"  # appended: no call
     assert all(counter.count(c) <= 150 for c in contents)
-    # Scene 3 did not fit as it was: the LLM condensed the recap around it.
+    # Scene 3 did not fit as it was: the LLM condensed the recap around it, to half the cap
+    # (`condense_to`), so that the next scenes fit again without a call.
     assert server.kinds()[0] == "combine"
     assert prompt_of(server.requests[0]).endswith(f"- {recap_text(3)}")
+    assert "at most 75 tokens" in prompt_of(server.requests[0])
     assert len(server.requests) < 3
 
 

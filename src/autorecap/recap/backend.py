@@ -139,6 +139,10 @@ class RecapBackend(ABC):
     batch_tokens: int = 0
     """How many tokens of messages one call may recap together (`message_recaps`); 0: one
     message per call."""
+    condense_to: float = 1.0
+    """The share of `running_scene_recap_max_tokens` a condensed running recap is asked to fit
+    in. Below 1, the next scenes' lines are appended without a call until the cap is reached
+    again (a backend whose calls cost, an LLM's); 1 keeps as much as the cap allows."""
 
     @property
     def usage(self) -> Usage:

@@ -51,6 +51,11 @@ MAX_BACKOFF_S = 30.0
 class OpenAICompatBackend(RecapBackend):
     """A chat-completions client for recaps. See the module docstring."""
 
+    condense_to = 0.5
+    """Condensed to half the cap: the next scenes are appended with no call until it is full
+    again (each condensing call sends the whole recap: on a 1,000-message chat this takes the
+    running recap from about 0.6 to 0.4 prompt tokens per chat token)."""
+
     name = "openai"
 
     def __init__(

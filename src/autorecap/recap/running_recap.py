@@ -4,11 +4,13 @@ except the latest `running_scene_recap_exclude_latest`, which wait.
 A scene is folded in as a line of its own ("- [8 May 2023 · Porto] ..."). While the recap with
 the new line fits `running_scene_recap_max_tokens`, that is the new version, with no call to the
 backend; when it does not, the backend condenses (`combine`: the offline engine shortens the
-oldest lines first, an LLM rewrites them), and the cap is enforced by the code as well.
+oldest lines first, an LLM rewrites them to `condense_to` of the cap, leaving room for the
+next scenes), and the cap is enforced by the code as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from autorecap.core import running
@@ -59,8 +61,9 @@ def update_running_recap(
         if counter.count(appended) <= request.max_tokens:
             text = appended  # the new scene's line fits as it is: no call, nothing shortened
         else:
+            target = max(50, round(request.max_tokens * backend.condense_to))
             try:
-                result = backend.combine(request)
+                result = backend.combine(dataclasses.replace(request, max_tokens=target))
             except AutorecapError as error:
                 if failures is not None:
                     failures.append(f"running recap, scene {scene.number + 1}: {error}")

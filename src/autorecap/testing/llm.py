@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from autorecap.core.tokens import get_counter
+from autorecap.core.tokens import TokenCounter, get_counter
 
 _NUMBERED = re.compile(r"^\[(\d+)\] ([^:\n]{1,60}): (.*)$", re.MULTILINE)
 _MAX_TOKENS = re.compile(r"at most (\d+) tokens")
@@ -69,7 +69,7 @@ class PlausibleLLM:
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The completion for one request body."""
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        kind, content = _reply(prompt)
+        kind, content = _reply(prompt, self.counter)
         prompt_tokens = self.counter.count(prompt)
         completion_tokens = self.counter.count(content)
         with self._lock:
@@ -96,7 +96,7 @@ class PlausibleLLM:
         }
 
 
-def _reply(prompt: str) -> tuple[str, str]:
+def _reply(prompt: str, counter: TokenCounter) -> tuple[str, str]:
     if "scene_breaks_at" in prompt:
         return "break", json.dumps({"scene_breaks_at": [], "reason": "no clear change"})
     numbered = _NUMBERED.findall(prompt)
@@ -108,7 +108,15 @@ def _reply(prompt: str) -> tuple[str, str]:
         return "messages", "\n".join(lines)
     if "running memory" in prompt:
         lines = [line for line in prompt.splitlines() if line.startswith("- ")]
-        condensed = [f"- {_gist(line[2:], 0.5)}" for line in lines[:-1]] + lines[-1:]
+        limit = _MAX_TOKENS.search(prompt)
+        target = int(limit.group(1)) if limit else 0
+        # The oldest lines halved first, as asked, until the whole fits the asked length.
+        condensed = list(lines)
+        for _ in range(4):  # passes over the old lines, each halving what is still too long
+            for index in range(len(condensed) - 1):
+                if counter.count("\n".join(condensed)) <= target:
+                    return "running", "\n".join(condensed)
+                condensed[index] = f"- {_gist(condensed[index][2:], 0.5)}"
         return "running", "\n".join(condensed)
     if "Recap the scene" in prompt:
         limit = _MAX_TOKENS.search(prompt)
