@@ -26,6 +26,7 @@ from autorecap.core.events import Clock, Debouncer, Event, ThreadClock
 from autorecap.core.memory import MemoryState, RefreshResult, refresh_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
+from autorecap.core.scenes import mark_break
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
@@ -251,10 +252,7 @@ class Session:
         """End a scene at message `index` (and refresh: auto-hide counts scenes)."""
         with self._lock:
             message = self.chat.messages[self._position(index)]
-            set_data(message, "scene_break", True)
-            set_data(message, "scene_break_visible", True)
-            if name is not None:
-                set_data(message, "scene_break_name", name)
+            mark_break(message, name, cause="user")
             self.refresh()
             return message
 

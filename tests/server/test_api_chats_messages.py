@@ -225,6 +225,7 @@ def test_scene_breaks_show_on_their_messages(client: TestClient) -> None:
     assert page["messages"][0]["scene_break"] == {
         "name": "The storm",
         "visible": False,
+        "cause": None,
         "recap": None,
         "versions": 0,
         "selected": None,

@@ -7,6 +7,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from autorecap.core.data import set_data
+from autorecap.stfiles.jsonl import serialize_chat
+from autorecap.testing import generate_chat
+
 from .test_api_chats import (
     CHAT,
     client,
@@ -43,11 +47,13 @@ def test_marking_and_unmarking_scene_breaks(client: TestClient, db: Path) -> Non
         "break_index": 24,
         "closed": True,
         "visible": True,
+        "cause": "user",
         "recap": None,
         "versions": [],
         "selected": None,
     }
     assert found[1]["break_index"] is None
+    assert found[1]["cause"] is None  # the open scene
     listed = scenes_of(client)
     assert [(s["start"], s["end"], s["break_index"]) for s in listed] == [
         (0, 24, 24),
@@ -200,3 +206,24 @@ def test_running_recap_changes_are_validated(client: TestClient) -> None:
     error_of(client.delete(url("recapped", f"/running/{newest + 1}")), 404, "version")
     error_of(client.delete(url("recapped", "/running/latest")), 422, "version")
     assert client.get(path).json()["selected"] == newest
+
+
+def test_each_scene_says_why_it_ends_where_it_does(client: TestClient) -> None:
+    """`cause`: found by the offline cues, closed at `scene_max_messages` with no break in
+    sight, or marked by hand; none for a break SillyTavern or an older autorecap made."""
+    chat = generate_chat(200, seed=3, scene_length=(90, 120))
+    set_data(chat.messages[5], "scene_break", True)  # from before causes were kept
+    import_chat(client, serialize_chat(chat))
+    assert client.patch("/api/settings", json={"scene_max_messages": 30}).status_code == 200
+    assert client.post(url(CHAT, "/recap")).status_code == 200
+    assert run_jobs(client).failed == 0
+    client.post(url(CHAT, "/scenes"), json={"index": 197})
+    causes = [s["cause"] for s in scenes_of(client) if s["closed"]]
+    assert causes[0] is None
+    assert causes[-1] == "user"
+    assert "length" in causes
+    assert set(causes[1:-1]) <= {"cues", "length"}
+    for scene in scenes_of(client)[1:-1]:
+        assert scene["end"] - scene["start"] + 1 <= 30
+    message = client.get(url(CHAT, f"/messages/{scenes_of(client)[1]['end']}")).json()
+    assert message["scene_break"]["cause"] in {"cues", "length"}

@@ -21,6 +21,7 @@ def test_mark_rename_and_unmark_a_scene_break(
     name.fill("The Rusted Anchor")
     name.press("Enter")
     expect(row.locator(".scene-name")).to_contain_text("The Rusted Anchor")
+    expect(row.locator(".scene-cause")).to_have_text("marked by hand")  # why it ends here
     navigator = page.get_by_role("navigation", name="Scenes")
     expect(navigator.locator(".scene-link").first).to_contain_text("The Rusted Anchor")
     scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]

@@ -232,7 +232,7 @@ def scenes_command(
         raise AutorecapError(f"no message {index}: the chat has {count} (0 to {count - 1})")
     message = loaded.messages[index]
     if action is SceneAction.mark:
-        mark_break(message, name)
+        mark_break(message, name, cause="user")
     elif action is SceneAction.unmark:
         unmark_break(message)
     elif action in (SceneAction.hide, SceneAction.show):

@@ -14,7 +14,14 @@ from autorecap.core.autohide import MARK
 from autorecap.core.data import INCLUDED, get_data, get_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
-from autorecap.core.scenes import Scene, break_indexes, is_break, recap_versions, scene_name
+from autorecap.core.scenes import (
+    BREAK_CAUSES,
+    Scene,
+    break_indexes,
+    is_break,
+    recap_versions,
+    scene_name,
+)
 from autorecap.profiles import Profiles
 from autorecap.server.access import Scope
 from autorecap.server.api_errors import NotFoundError
@@ -176,12 +183,20 @@ def message_json(messages: Sequence[Message], index: int, names: SceneNames) -> 
     }
 
 
+def break_cause(message: Message) -> str | None:
+    """Why the break is there (`BREAK_CAUSES`); None for breaks from before causes were kept
+    (or from SillyTavern)."""
+    cause = get_data(message, "scene_break_cause")
+    return cause if cause in BREAK_CAUSES else None
+
+
 def break_json(message: Message, name: str) -> dict[str, Any]:
     versions = recap_versions(message)
     selected = get_data(message, "scene_recap_current_index")
     return {
         "name": name,
         "visible": get_data(message, "scene_break_visible") is not False,
+        "cause": break_cause(message),
         "recap": str(get_data(message, "scene_recap_memory") or "") or None,
         "versions": len(versions),
         "selected": selected if isinstance(selected, int) and versions else None,
@@ -204,6 +219,7 @@ def scene_json(messages: Sequence[Message], scene: Scene) -> dict[str, Any]:
         "break_index": scene.end if scene.closed else None,
         "closed": scene.closed,
         "visible": get_data(last, "scene_break_visible") is not False if scene.closed else None,
+        "cause": break_cause(last) if scene.closed else None,
         "recap": scene.recap or None,
         "versions": versions,
         "selected": selected if isinstance(selected, int) and versions else None,

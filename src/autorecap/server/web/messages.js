@@ -139,6 +139,14 @@ function recapBlock(message, view) {
   );
 }
 
+// Why a break is where it is (`scene_break.cause`), as the scene's head says it.
+const BREAK_CAUSES = {
+  cues: "found by the scene cues",
+  llm: "found by the LLM",
+  length: "closed at the length limit",
+  user: "marked by hand",
+};
+
 function sceneBlock(message, view) {
   const i = message.index;
   const scene = message.scene_break;
@@ -174,6 +182,7 @@ function sceneBlock(message, view) {
   } else {
     title = h("h4", { class: "scene-name" }, h("span", { class: "muted" }, "Scene break · "), name);
   }
+  const cause = BREAK_CAUSES[scene.cause];
   const versions = [];
   for (let k = 0; k < scene.versions; k++) {
     versions.push(h("option", { value: k, selected: k === scene.selected }, `version ${k + 1} of ${scene.versions}`));
@@ -204,7 +213,13 @@ function sceneBlock(message, view) {
   return h(
     "section",
     { class: `scene-break${scene.visible === false ? " is-hidden" : ""}`, "aria-label": `Scene break: ${name}` },
-    h("div", { class: "scene-head" }, title, select),
+    h(
+      "div",
+      { class: "scene-head" },
+      title,
+      cause ? h("span", { class: "muted scene-cause", title: "Why the scene ends here" }, cause) : null,
+      select,
+    ),
     recap,
     editing
       ? null
