@@ -23,6 +23,7 @@ from autorecap.recap.offline.cues import (
     Turn,
     pick_scene_starts,
     score_scene_starts,
+    threshold_for,
 )
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
@@ -82,7 +83,7 @@ def detect_scene_breaks(
         return []
     pause()
     use_llm = settings.scene_break_detection == "llm" and not isinstance(backend, OfflineBackend)
-    candidates = _candidates(messages, start, end, hints=use_llm)
+    candidates, threshold = _candidates(messages, start, end, hints=use_llm)
     cause = {c.index: "llm" if "llm" in c.cues else "cues" for c in candidates}
     starts = {
         s: cause[s]
@@ -90,6 +91,7 @@ def detect_scene_breaks(
             candidates,
             count=len(messages),
             minimum_length=minimum,
+            threshold=threshold,
             first_allowed=start + minimum,
             last_allowed=end + 1,
             existing_starts=[start] if start else [],
@@ -121,7 +123,8 @@ def detect_scene_breaks(
 
 def _candidates(
     messages: list[Message], start: int, end: int, *, hints: bool = False
-) -> list[BreakCandidate]:
+) -> tuple[list[BreakCandidate], float]:
+    """The scored messages around `start..end`, and the score that opens a scene there."""
     # Only the part after the last break is scored (with the scorer's window around it): a long
     # chat's new messages cost what they are, not what the whole chat is.
     low = max(0, start - _SCORE_CONTEXT)
@@ -137,7 +140,8 @@ def _candidates(
         )
         for m in part
     ]
-    return [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
+    scored = [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
+    return scored, threshold_for(turns)
 
 
 def _length_limits(

@@ -37,6 +37,16 @@ from autorecap.pacing import pause
 
 THRESHOLD = 2.5
 """The score a message needs to open a scene."""
+UNDATED_THRESHOLD = 2.0
+"""The same for a chat with no send dates (as the proxy sees SillyTavern's): the pause cue, the
+strongest, can never fire there, so the other cues need less to agree on (on the dev corpora's
+undated views, breaks found went from 55% to 66% for 13 more extra among 115)."""
+
+
+def threshold_for(turns: Sequence[Turn]) -> float:
+    """`THRESHOLD`, or `UNDATED_THRESHOLD` when no message has a send date."""
+    return THRESHOLD if any(turn.time is not None for turn in turns) else UNDATED_THRESHOLD
+
 
 _MARKUP = re.compile(r"[*_~`\"“”„«»]+")
 _SPACE = re.compile(r"\s+")

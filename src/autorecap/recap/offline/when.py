@@ -42,8 +42,9 @@ _RELATIVE = re.compile(
     r"|(?P<tomorrow>tomorrow|tmrw|tmr)"
     rf"|(?P<ago>(?P<ago_n>{_COUNT})\s+(?P<ago_unit>days?|weeks?|months?|years?)\s+ago)"
     rf"|(?P<in>in\s+(?P<in_n>{_COUNT})\s+(?P<in_unit>days?|weeks?))"
-    r"|(?P<last>last|next)\s+(?P<span>week(?:end)?|month|year"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    # "the last Tuesday of January" is no relative date: not after "the", nor before "of".
+    r"|(?<!the )(?P<last>last|next)\s+(?P<span>week(?:end)?|month|year"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)(?!\s+of\b)"
     r")\b",
     re.IGNORECASE,
 )

@@ -1,0 +1,38 @@
+"""Relative times made absolute from the scene's day (`recap.offline.when`)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from autorecap.recap.offline.when import resolve
+
+DAY = date(2023, 5, 8)  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We met yesterday.", "We met on 7 May 2023."),
+        ("See you tomorrow.", "See you on 9 May 2023."),
+        ("It broke last night.", "It broke on the night of 7 May 2023."),
+        ("The day before yesterday it rained.", "on 6 May 2023 it rained."),
+        ("I moved three weeks ago.", "I moved the week of 17 April 2023."),
+        ("I moved a few days ago.", "I moved a few days before 8 May 2023."),
+        ("We sail in two days.", "We sail on 10 May 2023."),
+        ("He called last Friday.", "He called on 5 May 2023."),
+        ("Lunch next Wednesday?", "Lunch on 10 May 2023?"),
+        ("I saw her last month.", "I saw her in April 2023."),
+        # Not relative to the day: left as written.
+        ("The list goes up on the last Tuesday of January.", None),
+        ("It was the next Friday of the month.", None),
+        ("Stay the next week of June.", None),
+    ],
+)
+def test_relative_times(text: str, expected: str | None) -> None:
+    assert resolve(text, DAY) == (text if expected is None else expected)
+
+
+def test_nothing_changes_without_a_day() -> None:
+    assert resolve("We met yesterday.", None) == "We met yesterday."
