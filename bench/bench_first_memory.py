@@ -25,11 +25,14 @@ import httpx
 from _common import report
 from autorecap.evaluation.corpus import from_generated, proxy_view
 from autorecap.testing import generate
+from bench_proxy import free_port, wait_until_up
+from loopback import ANSWER
 
 SIZES = (400, 1000)
 POLL_S = 0.5
 """A user who keeps sending (real ones pause longer: the worker waits while requests come in)."""
 DEADLINE_S = 120.0
+REPLY = json.loads(ANSWER)["choices"][0]["message"]["content"]
 MARK = "[autorecap-bench-memory]"
 """The running recap template's opening, to tell an injected memory in the upstream's request."""
 
@@ -44,21 +47,7 @@ class _Upstream(BaseHTTPRequestHandler):
         messages = body.get("messages", [])
         carried = any(MARK in str(m.get("content", "")) for m in messages)
         _Upstream.seen.append((time.monotonic(), len(messages), carried))
-        data = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "m",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "Go on."},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        ).encode()
+        data = ANSWER
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -86,7 +75,7 @@ def measure(http: httpx.Client, origin: str, size: int) -> dict[str, Any]:
     answer = http.post(url, json={"model": "m", "messages": history})
     answer.raise_for_status()
     replied = time.monotonic()
-    history.append({"role": "assistant", "content": "Go on."})
+    history.append({"role": "assistant", "content": REPLY})
     recap_at = injected_at = None
     hidden = 0
     while time.monotonic() - replied < DEADLINE_S:
@@ -123,7 +112,7 @@ def main() -> None:
         settings = {"global": {"running_scene_recap_template": f"{MARK}\n{{{{running_recap}}}}"}}
         (home / "settings.json").write_text(json.dumps(settings))
         with httpx.Client(timeout=60) as probe:
-            port = _free_port()
+            port = free_port()
             command = [
                 sys.executable,
                 "-c",
@@ -140,7 +129,7 @@ def main() -> None:
             server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
             origin = f"http://127.0.0.1:{port}"
             try:
-                _wait_up(probe, origin, server)
+                wait_until_up(f"{origin}/openapi.json", server)
                 figures: dict[str, Any] = {}
                 for size in SIZES:
                     figures.update(measure(probe, origin, size))
@@ -150,27 +139,6 @@ def main() -> None:
                 server.wait(timeout=30)
     upstream.shutdown()
     upstream.server_close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_up(http: httpx.Client, origin: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"autorecap serve exited with {server.returncode}")
-        try:
-            http.get(f"{origin}/api/chats", timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit("autorecap serve did not come up in 60 s")
 
 
 if __name__ == "__main__":
