@@ -94,7 +94,8 @@ def message_recap_answer(prompt: str) -> str:
 
 def batch_answer(prompt: str) -> str:
     lines = re.findall(r"^\[(\d+)\] ([^:\n]+): ", prompt, re.M)
-    return "\n".join(f"[{n}] LLM message recap ({name})." for n, name in lines)
+    # Each line its own (the same line for two messages is refused as a model repeating).
+    return "\n".join(f"[{n}] LLM message recap ({name}), line {n}." for n, name in lines)
 
 
 def break_answer(prompt: str) -> str:

@@ -37,11 +37,30 @@ def test_the_labels_of_the_default_prompts_are_found() -> None:
         ("Tomas: (none)", "placeholder"),
         (MESSAGE, "copied the message"),
         (f"Here it is: {MESSAGE.lower()}", "copied the message"),
+        # What SmolLM2-135M answered through llama.cpp (bench/small_llm.py):
+        ("Captain Mira Vale: 32", "too short"),
+        ("Tomas: 68", "too short"),
+        ('The first message: "Mira, I am not sure what to do with you."', "labelled the message"),
+        ("35 messages: 20 The first message is a story", "labelled the message"),
+        ("Message 3: Mira counts", "labelled the message"),
+        ("Tomas: *I stand up and hold the map tube with my good hand.*", "went on with the chat"),
+        ('"Ack, aye, aye, aye!"', "went on with the chat"),
+        ("You are a helpful AI assistant named SmolLM", "spoke as itself"),
+        ("I am Captain Mira Vale, a cartographer of the Guild.", "spoke as itself"),
+        (
+            "The note is one or two sentences in the past tense that say who did what",
+            "instructions",
+        ),
+        ('A:\nTomas: "The map of the Cinder Line."', "went on with the chat"),
+        (
+            "Captain Mira Vale: Mira pays Harrow Vane forty crowns for the chart of the Cinder",
+            "copied the message",
+        ),
     ],
 )
 def test_answers_that_are_not_recaps_are_refused(answer: str, why: str) -> None:
     with pytest.raises(BadAnswerError, match=why):
-        check_recap(answer, labels=LABELS, sources=[MESSAGE])
+        check_recap(answer, labels=LABELS, sources=[MESSAGE], prompt=DEFAULT_MESSAGE_RECAP_PROMPT)
 
 
 def test_a_recap_is_accepted_and_stripped() -> None:
@@ -51,6 +70,21 @@ def test_a_recap_is_accepted_and_stripped() -> None:
 
 def test_a_short_message_may_be_its_own_recap() -> None:
     assert check_recap("Mira left.", labels=LABELS, sources=["Mira left."]) == "Mira left."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Tomas agreed.",
+        "Mira: paid 40 crowns.",
+        "Messages were traded about the debt.",
+        '"Yes," Tomas agreed, and paid Mira 40 crowns.',
+        "The note is: Mira paid Vane.",
+    ],
+)
+def test_short_recaps_and_ones_about_messages_are_accepted(answer: str) -> None:
+    kept = check_recap(answer, labels=LABELS, prompt=DEFAULT_MESSAGE_RECAP_PROMPT)
+    assert kept == answer.removeprefix("The note is: ")
 
 
 def test_numbered_lines_in_the_usual_forms() -> None:

@@ -825,15 +825,24 @@ def test_a_line_missing_from_a_batch_is_asked_for_alone(
     assert "For each of" not in second
 
 
-def test_a_batch_whose_lines_never_come_keeps_errors_for_those_messages(
+def test_lines_a_batch_never_gives_are_asked_alone_then_kept_as_errors(
     llm_server: LLMServer, make_client: MakeClient
 ) -> None:
+    """A model too weak for numbered lines: after the batch's retries, each message it left is
+    asked in a call of its own; what fails there too keeps its error."""
     llm_server.reply("[1] Mira counted 10 crowns.")
     llm_server.reply("[1] (none)\n[2] (none)")
+    llm_server.reply("Mira counted 20 crowns.")  # message 2, alone
+    llm_server.reply("(none)").reply("Message 3: Mira counts")  # message 3, alone, twice
     results = make_client(answer_retries=1).message_recaps(BATCH)
-    assert isinstance(results[0], RecapResult)
-    assert all(isinstance(r, LLMError) for r in results[1:])
-    assert len(llm_server.requests) == 2
+    assert [r.memory for r in results[:2] if isinstance(r, RecapResult)] == [
+        "Mira counted 10 crowns.",
+        "Mira counted 20 crowns.",
+    ]
+    assert isinstance(results[2], LLMError)
+    assert "labelled the message" in str(results[2])
+    assert len(llm_server.requests) == 5
+    assert "Message from Mira:" in llm_server.requests[2].json["messages"][0]["content"]
 
 
 def test_usage_is_the_servers_count_or_ours(llm_server: LLMServer, make_client: MakeClient) -> None:
@@ -851,3 +860,18 @@ def test_usage_is_the_servers_count_or_ours(llm_server: LLMServer, make_client: 
     assert backend.usage.calls == 2
     assert backend.usage.prompt_tokens > 123 + 50  # the prompt holds the message and context
     assert backend.usage.completion_tokens == 4 + backend.counter.count("Mira paid Vane.")
+
+
+def test_the_same_line_for_several_messages_is_refused(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    """A small model repeating itself: a line given for two messages recaps neither."""
+    llm_server.reply("[1] Mira counted crowns.\n[2] Mira counted crowns.\n[3] Mira shut the chest.")
+    llm_server.reply("[1] Mira counted 10 crowns.\n[2] Mira counted 20 more.")
+    results = make_client(answer_retries=1).message_recaps(BATCH)
+    assert [r.memory for r in results if isinstance(r, RecapResult)] == [
+        "Mira counted 10 crowns.",
+        "Mira counted 20 more.",
+        "Mira shut the chest.",
+    ]
+    assert len(llm_server.requests) == 2

@@ -8,6 +8,7 @@ the call is made again, and after the retries the message keeps the error, which
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -22,6 +23,25 @@ _PLACEHOLDER = re.compile(r"\{\{\s*\w+\s*\}\}")
 _NUMBERED = re.compile(r"^\s*[\[(]?(\d{1,3})[\])\].:]\s*(.*\S)?\s*$")
 _PLAIN = re.compile(r"[\W_]+")
 _FILLERS = ("(none)", "none", "n/a", "nothing", "no recap", "...")
+_LABEL = re.compile(r"^[^\W\d][\w'’. -]{0,40}:\s*")
+"""A leading "Name:" (a speaker's, as the prompt writes its lines)."""
+_ABOUT_THE_MESSAGE = re.compile(
+    r"^\W*(?:\d+\s+)?(?:the\s+)?(?:(?:first|second|third|fourth|fifth|next|last|this|above)\s+)?"
+    r"messages?\b(?:\s+\d+)?\s*[:\-]",
+    re.IGNORECASE,
+)
+"""An answer that names the message it was given ("The first message: ...") instead of saying
+what happened."""
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_PREAMBLE = re.compile(r"^\s*(?:the\s+)?(?:note|recap|summary|answer)\s+is\s*:\s*", re.I)
+""""The note is:" before the note itself: taken off."""
+_SELF = re.compile(r"^(?:I|I'm|I am|I've|As an AI|You are|You're)\b")
+"""A note speaks of the chat in the third person; this is the model speaking for itself or as a
+character."""
+_RUN = 10
+"""Words in a row taken from the message that make an answer a copy of it."""
+_INSTRUCTION_RUN = 6
+"""Words in a row taken from the prompt's own instructions that make an answer an echo of them."""
 
 
 class BadAnswerError(LLMError):
@@ -77,9 +97,13 @@ def prompt_labels(template: str) -> list[str]:
     return labels
 
 
-def check_recap(answer: str, *, labels: Sequence[str], sources: Sequence[str] = ()) -> str:
-    """The answer, stripped, if it is a recap; else `BadAnswerError` saying why."""
-    text = answer.strip()
+def check_recap(
+    answer: str, *, labels: Sequence[str], sources: Sequence[str] = (), prompt: str = ""
+) -> str:
+    """The answer, stripped (and without a "The note is:" preamble), if it is a recap; else
+    `BadAnswerError` saying why. `sources`: the texts recapped; `prompt`: the prompt template,
+    whose instructions an answer must not echo."""
+    text = _PREAMBLE.sub("", answer.strip(), count=1).strip()
     plain = _plain(text)
     if not plain or text.lower().strip(" .") in _FILLERS:
         raise BadAnswerError("the LLM answered with no recap")
@@ -91,13 +115,43 @@ def check_recap(answer: str, *, labels: Sequence[str], sources: Sequence[str] = 
             )
     if "(none)" in lowered:
         raise BadAnswerError("the LLM repeated the prompt's placeholder '(none)'")
+    if _ABOUT_THE_MESSAGE.match(text):
+        raise BadAnswerError("the LLM labelled the message instead of recapping it")
+    body = _LABEL.sub("", _LABEL.sub("", text, count=1), count=1).strip()
+    if not _WORD.search(body):
+        raise BadAnswerError("the LLM's answer is too short to say what happened")
+    quoted = body[:1] in '"“' and body.rstrip(" .!?…")[-1:] in '"”'
+    if body[:1] == "*" or quoted:  # "*She leans over the wheel.*": the chat's voice, no note
+        raise BadAnswerError("the LLM went on with the chat instead of recapping it")
+    if _SELF.match(body):
+        raise BadAnswerError("the LLM spoke as itself or a character instead of recapping")
+    words = plain.split()
+    if prompt and _runs(words, _INSTRUCTION_RUN) & _instruction_runs(prompt):
+        raise BadAnswerError("the LLM repeated the prompt's instructions instead of recapping")
     for source in sources:
         original = _plain(source)
         if len(original.split()) < 12:
             continue
-        if original in plain or SequenceMatcher(None, original, plain).ratio() >= 0.85:
+        if (
+            original in plain
+            or SequenceMatcher(None, original, plain).ratio() >= 0.85
+            or _runs(words, _RUN) & _runs(original.split(), _RUN)
+        ):
             raise BadAnswerError("the LLM copied the message back instead of recapping it")
     return text
+
+
+def _runs(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + size]) for i in range(len(words) - size + 1)}
+
+
+@functools.lru_cache(maxsize=64)
+def _instruction_runs(prompt: str) -> frozenset[tuple[str, ...]]:
+    """The prompt's own wording, placeholders out, as runs of words."""
+    runs: set[tuple[str, ...]] = set()
+    for part in _PLACEHOLDER.split(prompt):
+        runs |= _runs(_plain(part).split(), _INSTRUCTION_RUN)
+    return frozenset(runs)
 
 
 def numbered_lines(answer: str) -> dict[int, str]:

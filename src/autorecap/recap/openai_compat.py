@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -139,7 +140,9 @@ class OpenAICompatBackend(RecapBackend):
                 prefill=self.prefill,
                 max_tokens=min(self.max_tokens, max(request.max_tokens * 4, 64)),
             )
-            memory = check_recap(text, labels=labels, sources=[request.text])
+            memory = check_recap(
+                text, labels=labels, sources=[request.text], prompt=self.message_prompt
+            )
             return RecapResult(memory=memory, reasoning=reasoning, prefill=self.prefill or None)
 
         return self._retrying(ask)
@@ -148,8 +151,9 @@ class OpenAICompatBackend(RecapBackend):
         self, requests: Sequence[RecapRequest]
     ) -> list[RecapResult | AutorecapError]:
         """Consecutive messages recapped in one call (`message_batch_prompt`): one numbered
-        line each. Lines missing or refused are asked again, `answer_retries` times, and
-        then kept as errors."""
+        line each. Lines missing or refused are asked again, `answer_retries` times; what a
+        batch still lacks is then asked one message per call (a model too weak for numbered
+        lines may still write one recap), and what fails there is kept as an error."""
         if len(requests) <= 1:
             return super().message_recaps(requests)
         results: dict[int, RecapResult | AutorecapError] = {}
@@ -185,11 +189,20 @@ class OpenAICompatBackend(RecapBackend):
                     results[i] = error
                 break
             answered = numbered_lines(text)
+            # The same line for several messages is a model repeating itself, not a recap.
+            said = Counter(_plain_line(line) for line in answered.values())
             left = []
             for n, i in enumerate(todo, 1):
                 try:
                     line, opens = new_scene(answered.get(n, ""))
-                    memory = check_recap(line, labels=labels, sources=[requests[i].text])
+                    memory = check_recap(
+                        line,
+                        labels=labels,
+                        sources=[requests[i].text],
+                        prompt=self.batch_prompt,
+                    )
+                    if said[_plain_line(answered[n])] > 1:
+                        raise BadAnswerError("the LLM gave the same line for several messages")
                     results[i] = RecapResult(
                         memory=memory, reasoning=reasoning, extras={"scene_start": opens}
                     )
@@ -204,6 +217,9 @@ class OpenAICompatBackend(RecapBackend):
                 break
             log.info("batch answer %d left %d messages without a recap", attempt + 1, len(left))
             todo = left
+        else:
+            alone = super().message_recaps([requests[i] for i in todo])
+            results.update(zip(todo, alone, strict=True))
         return [results[i] for i in range(len(requests))]
 
     def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
@@ -239,7 +255,8 @@ class OpenAICompatBackend(RecapBackend):
             text, reasoning = self.chat(
                 [{"role": "user", "content": prompt}], max_tokens=max(64, request.max_tokens * 2)
             )
-            return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
+            memory = check_recap(text, labels=labels, prompt=self.scene_prompt)
+            return RecapResult(memory=memory, reasoning=reasoning)
 
         return self._retrying(ask)
 
@@ -483,3 +500,7 @@ def _error_detail(response: httpx.Response) -> str:
         if body.get("message"):
             return str(body["message"])
     return json.dumps(body)
+
+
+def _plain_line(line: str) -> str:
+    return " ".join(line.lower().split())
