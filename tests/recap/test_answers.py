@@ -46,9 +46,12 @@ def test_the_labels_of_the_default_prompts_are_found() -> None:
         ("Tomas: *I stand up and hold the map tube with my good hand.*", "went on with the chat"),
         ('"Ack, aye, aye, aye!"', "went on with the chat"),
         ("You are a helpful AI assistant named SmolLM", "spoke as itself"),
+        ('"Mira Vale: *Ack, aye, aye, aye!*', "went on with the chat"),
+        ('Tomas:\n"Sixty!" *I glance at the chart, and I see it is old.*', "went on with the chat"),
+        ("The note is a single sentence, three hundred crowns.", "about the note"),
         ("I am Captain Mira Vale, a cartographer of the Guild.", "spoke as itself"),
         (
-            "The note is one or two sentences in the past tense that say who did what",
+            "Mira: one or two short sentences in the past tense that say who did what",
             "instructions",
         ),
         ('A:\nTomas: "The map of the Cinder Line."', "went on with the chat"),

@@ -38,6 +38,10 @@ _PREAMBLE = re.compile(r"^\s*(?:the\s+)?(?:note|recap|summary|answer)\s+is\s*:\s
 _SELF = re.compile(r"^(?:I|I'm|I am|I've|As an AI|You are|You're)\b")
 """A note speaks of the chat in the third person; this is the model speaking for itself or as a
 character."""
+_ACTION = re.compile(r"\*[^*\n]{3,}\*")
+"""Roleplay's action markup ("*I glance at the chart*"): the chat's own voice, never a note's."""
+_ABOUT_THE_NOTE = re.compile(r"^\W*(?:the|this|a|my)\s+(?:note|recap|summary)\b", re.I)
+"""An answer about the note it should have written ("The note is a single sentence...")."""
 _RUN = 10
 """Words in a row taken from the message that make an answer a copy of it."""
 _INSTRUCTION_RUN = 6
@@ -121,8 +125,12 @@ def check_recap(
     if not _WORD.search(body):
         raise BadAnswerError("the LLM's answer is too short to say what happened")
     quoted = body[:1] in '"“' and body.rstrip(" .!?…")[-1:] in '"”'
-    if body[:1] == "*" or quoted:  # "*She leans over the wheel.*": the chat's voice, no note
+    if (
+        body[:1] == "*" or quoted or _ACTION.search(text)
+    ):  # "*She leans over the wheel.*": the chat's voice, no note
         raise BadAnswerError("the LLM went on with the chat instead of recapping it")
+    if _ABOUT_THE_NOTE.match(text):
+        raise BadAnswerError("the LLM wrote about the note instead of writing it")
     if _SELF.match(body):
         raise BadAnswerError("the LLM spoke as itself or a character instead of recapping")
     words = plain.split()
