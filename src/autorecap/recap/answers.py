@@ -35,7 +35,7 @@ what happened."""
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _PREAMBLE = re.compile(r"^\s*(?:the\s+)?(?:note|recap|summary|answer)\s+is\s*:\s*", re.I)
 """"The note is:" before the note itself: taken off."""
-_SELF = re.compile(r"^(?:I|I'm|I am|I've|As an AI|You are|You're)\b")
+_SELF = re.compile(r"^(?:I|I'm|I am|I've|As an AI|You are|You're|You've|You have)\b")
 """A note speaks of the chat in the third person; this is the model speaking for itself or as a
 character."""
 _ACTION = re.compile(r"\*[^*\n]{3,}\*")
