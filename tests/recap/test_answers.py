@@ -55,10 +55,6 @@ def test_the_labels_of_the_default_prompts_are_found() -> None:
             "instructions",
         ),
         ('A:\nTomas: "The map of the Cinder Line."', "went on with the chat"),
-        (
-            "Captain Mira Vale: Mira pays Harrow Vane forty crowns for the chart of the Cinder",
-            "copied the message",
-        ),
     ],
 )
 def test_answers_that_are_not_recaps_are_refused(answer: str, why: str) -> None:
@@ -112,3 +108,15 @@ def test_numbered_lines_in_the_usual_forms() -> None:
 )
 def test_a_new_scene_mark_is_taken_off(line: str, expected: tuple[str, bool]) -> None:
     assert new_scene(line) == expected
+
+
+def test_ten_words_in_a_row_of_a_long_message_are_a_copy() -> None:
+    long_message = (
+        f"{MESSAGE} Then she walks the length of the pier in the rain, counting the masts of the "
+        "ships that will not sail before the storm has passed."
+    )
+    copied = "Mira: she walks the length of the pier in the rain, counting the masts."
+    with pytest.raises(BadAnswerError, match="copied the message"):
+        check_recap(copied, labels=LABELS, sources=[long_message])
+    told = "Mira walked the pier in the rain and counted the masts."
+    assert check_recap(told, labels=LABELS, sources=[long_message]) == told

@@ -865,8 +865,10 @@ def test_usage_is_the_servers_count_or_ours(llm_server: LLMServer, make_client: 
 def test_the_same_line_for_several_messages_is_refused(
     llm_server: LLMServer, make_client: MakeClient
 ) -> None:
-    """A small model repeating itself: a line given for two messages recaps neither."""
-    llm_server.reply("[1] Mira counted crowns.\n[2] Mira counted crowns.\n[3] Mira shut the chest.")
+    """A small model repeating itself: a long line given for two different messages recaps
+    neither (a short one may: "Tomas agreed." for two messages that both agree)."""
+    same = "Mira counted the crowns into the iron chest."
+    llm_server.reply(f"[1] {same}\n[2] {same}\n[3] Mira shut the chest.")
     llm_server.reply("[1] Mira counted 10 crowns.\n[2] Mira counted 20 more.")
     results = make_client(answer_retries=1).message_recaps(BATCH)
     assert [r.memory for r in results if isinstance(r, RecapResult)] == [
@@ -875,3 +877,15 @@ def test_the_same_line_for_several_messages_is_refused(
         "Mira shut the chest.",
     ]
     assert len(llm_server.requests) == 2
+
+
+def test_a_short_line_may_recap_two_messages(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("[1] Mira agreed.\n[2] Mira agreed.\n[3] Mira shut the chest.")
+    results = make_client(answer_retries=1).message_recaps(BATCH)
+    assert [r.memory for r in results if isinstance(r, RecapResult)] == [
+        "Mira agreed.",
+        "Mira agreed.",
+        "Mira shut the chest.",
+    ]

@@ -143,7 +143,11 @@ def check_recap(
         if (
             original in plain
             or SequenceMatcher(None, original, plain).ratio() >= 0.85
-            or _runs(words, _RUN) & _runs(original.split(), _RUN)
+            # Ten words in a row of a long message (a short one may be recapped in its words).
+            or (
+                len(original.split()) >= 3 * _RUN
+                and _runs(words, _RUN) & _runs(original.split(), _RUN)
+            )
         ):
             raise BadAnswerError("the LLM copied the message back instead of recapping it")
     return text

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -189,8 +188,11 @@ class OpenAICompatBackend(RecapBackend):
                     results[i] = error
                 break
             answered = numbered_lines(text)
-            # The same line for several messages is a model repeating itself, not a recap.
-            said = Counter(_plain_line(line) for line in answered.values())
+            # The same long line for messages that differ is a model repeating itself.
+            said: dict[str, set[str]] = {}
+            for n, i in enumerate(todo, 1):
+                if n in answered:
+                    said.setdefault(_plain_line(answered[n]), set()).add(requests[i].text)
             left = []
             for n, i in enumerate(todo, 1):
                 try:
@@ -201,7 +203,8 @@ class OpenAICompatBackend(RecapBackend):
                         sources=[requests[i].text],
                         prompt=self.batch_prompt,
                     )
-                    if said[_plain_line(answered[n])] > 1:
+                    line_key = _plain_line(answered[n])
+                    if len(said[line_key]) > 1 and len(line_key.split()) >= 6:
                         raise BadAnswerError("the LLM gave the same line for several messages")
                     results[i] = RecapResult(
                         memory=memory, reasoning=reasoning, extras={"scene_start": opens}

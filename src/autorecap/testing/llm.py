@@ -28,6 +28,7 @@ from autorecap.core.tokens import TokenCounter, get_counter
 
 _NUMBERED = re.compile(r"^\[(\d+)\] ([^:\n]{1,60}): (.*)$", re.MULTILINE)
 _MAX_TOKENS = re.compile(r"at most (\d+) tokens")
+_MARKUP = re.compile(r"[*\"“”]")
 _OPENS = re.compile(r"\b(?:later|next morning|the next day|meanwhile)\b", re.IGNORECASE)
 """A message that opens a scene, as the stand-in judges it (a time phrase near its start)."""
 
@@ -102,7 +103,8 @@ def _reply(prompt: str, counter: TokenCounter) -> tuple[str, str]:
     numbered = _NUMBERED.findall(prompt)
     if numbered and "For each of the" in prompt:
         lines = [
-            f"[{n}] {'NEW SCENE: ' if _OPENS.search(text[:80]) else ''}{name} {_gist(text, 0.25)}"
+            f"[{n}] {'NEW SCENE: ' if _OPENS.search(text[:80]) else ''}{name} said that "
+            f"{_third_person(_gist(text, 0.25), name)}"
             for n, name, text in numbered
         ]
         return "messages", "\n".join(lines)
@@ -123,15 +125,25 @@ def _reply(prompt: str, counter: TokenCounter) -> tuple[str, str]:
         words = int(limit.group(1)) * 2 // 3 if limit else 100
         body = prompt.split(":\n\n", 1)[-1].split("\n\nRecap the scene", 1)[0]
         text = " ".join(line.split(": ", 1)[-1] for line in body.splitlines())
-        return "scene", " ".join(text.split()[:words])
+        return "scene", "In this scene: " + " ".join(_MARKUP.sub(" ", text).split()[:words])
     message = prompt.rsplit(":\n", 1)[-1].split("\n\nAnswer with", 1)[0]
-    return "message", _gist(message, 0.25)
+    speaker = re.search(r"Message from ([^\n:]{1,60}):\n", prompt)
+    name = speaker.group(1) if speaker else "Someone"
+    return "message", f"{name} said that {_third_person(_gist(message, 0.25), name)}"
+
+
+def _third_person(text: str, name: str) -> str:
+    """A note says who: "I" becomes the speaker's name."""
+    return re.sub(r"\bI\b", name, text)
 
 
 def _gist(text: str, share: float) -> str:
-    """The first `share` of a text's words (at least six), as a sentence."""
-    words = text.split()
-    kept = words[: max(6, round(len(words) * share))]
+    """About `share` of a text's words (at least six), taken across the whole text (every
+    message says something of its own), as a sentence without the chat's markup."""
+    words = _MARKUP.sub(" ", text).split()
+    # A long message is never given back whole (autorecap refuses copies); a short one may be.
+    step = max(2 if len(words) >= 8 else 1, min(round(1 / share), len(words) // 6))
+    kept = words[::step]
     return (" ".join(kept).rstrip(".,;:!?") + ".") if kept else "Nothing happened."
 
 
