@@ -124,10 +124,9 @@ def check_recap(
     body = _LABEL.sub("", _LABEL.sub("", text, count=1), count=1).strip()
     if not _WORD.search(body):
         raise BadAnswerError("the LLM's answer is too short to say what happened")
+    # "*She leans over the wheel.*", or one quotation: the chat's own voice, no note.
     quoted = body[:1] in '"“' and body.rstrip(" .!?…")[-1:] in '"”'
-    if (
-        body[:1] == "*" or quoted or _ACTION.search(text)
-    ):  # "*She leans over the wheel.*": the chat's voice, no note
+    if body[:1] == "*" or quoted or _ACTION.search(text):
         raise BadAnswerError("the LLM went on with the chat instead of recapping it")
     if _ABOUT_THE_NOTE.match(text):
         raise BadAnswerError("the LLM wrote about the note instead of writing it")
@@ -164,6 +163,20 @@ def _instruction_runs(prompt: str) -> frozenset[tuple[str, ...]]:
     for part in _PLACEHOLDER.split(prompt):
         runs |= _runs(_plain(part).split(), _INSTRUCTION_RUN)
     return frozenset(runs)
+
+
+def repeated_lines(lines: dict[int, str], sources: dict[int, str]) -> set[int]:
+    """The numbers of the lines that say, word for word, what a line for another, different
+    message says (a model repeating itself); short ones ("Tomas agreed.") may repeat."""
+    by_line: dict[str, set[str]] = {}
+    for number, line in lines.items():
+        if number in sources:
+            by_line.setdefault(_plain(line), set()).add(sources[number])
+    return {
+        number
+        for number, line in lines.items()
+        if len(by_line.get(_plain(line), ())) > 1 and len(_plain(line).split()) >= 6
+    }
 
 
 def numbered_lines(answer: str) -> dict[int, str]:

@@ -29,6 +29,7 @@ from autorecap.recap.answers import (
     new_scene,
     numbered_lines,
     prompt_labels,
+    repeated_lines,
     split_reasoning,
 )
 from autorecap.recap.backend import (
@@ -188,11 +189,9 @@ class OpenAICompatBackend(RecapBackend):
                     results[i] = error
                 break
             answered = numbered_lines(text)
-            # The same long line for messages that differ is a model repeating itself.
-            said: dict[str, set[str]] = {}
-            for n, i in enumerate(todo, 1):
-                if n in answered:
-                    said.setdefault(_plain_line(answered[n]), set()).add(requests[i].text)
+            repeated = repeated_lines(
+                answered, {n: requests[i].text for n, i in enumerate(todo, 1)}
+            )
             left = []
             for n, i in enumerate(todo, 1):
                 try:
@@ -203,8 +202,7 @@ class OpenAICompatBackend(RecapBackend):
                         sources=[requests[i].text],
                         prompt=self.batch_prompt,
                     )
-                    line_key = _plain_line(answered[n])
-                    if len(said[line_key]) > 1 and len(line_key.split()) >= 6:
+                    if n in repeated:
                         raise BadAnswerError("the LLM gave the same line for several messages")
                     results[i] = RecapResult(
                         memory=memory, reasoning=reasoning, extras={"scene_start": opens}
@@ -503,7 +501,3 @@ def _error_detail(response: httpx.Response) -> str:
         if body.get("message"):
             return str(body["message"])
     return json.dumps(body)
-
-
-def _plain_line(line: str) -> str:
-    return " ".join(line.lower().split())
