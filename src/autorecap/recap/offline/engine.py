@@ -1,16 +1,19 @@
 """The offline engine: recaps with no model at all, extractive and compact.
 
-A recap keeps the sentences that tell the most per token (`select.choose`): numbers, names,
-places, dates and rare words, events a memory must keep (promises, purchases, moves, injuries),
-each said once. Sentences are cleaned first (`text.clean`: no markup, emoji, fillers or the
-name of the one addressed), said of whom they are (`text.about`: "you" becomes the other
-person's name, a leading "I" goes since the recap names the speaker), and relative times are
-made dates when the scene's day is known (`when.resolve`: "yesterday" in a scene of 8 May 2023
-is "on 7 May 2023"). A scene recap opens with its day and place: "[8 May 2023 · Porto]".
+A recap keeps the sentences (the clauses of a long one) that tell the most per token
+(`select.choose`): codes and numbers, names, places, dates and rare words, events a memory must
+keep (promises, purchases, moves, injuries), each said once. Sentences are cleaned first
+(`text.clean`: no markup, emoji, fillers or the name of the one addressed), said of whom they
+are (`text.about`: "you" becomes the other person's name, a leading "I" goes since the recap
+names the speaker), and relative times are made dates when the scene's day is known
+(`when.resolve`: "yesterday" in a scene of 8 May 2023 is "on 7 May 2023"). A scene recap opens
+with its day and place: "[8 May 2023 · Porto]".
 
 The running recap has one line per scene, newest last; when it would pass its cap, the oldest
 lines are shortened first and most (`select.fit_lines`), and dropped only when even the
-shortest do not fit. Deterministic and fast: arithmetic over words, nothing learned.
+shortest do not fit. A shortened line keeps what the other lines do not say: words most lines
+repeat (the cast, the usual places) and the newest line's words are worth little in it.
+Deterministic and fast: arithmetic over words, nothing learned.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from autorecap.recap.backend import (
 )
 from autorecap.recap.offline.cues import Turn, pick_scene_starts, score_scene_starts
 from autorecap.recap.offline.select import Piece, best, choose, fit_lines, parse, render
-from autorecap.recap.offline.text import about, clean, content_words, is_filler, sentences
+from autorecap.recap.offline.text import about, clauses, clean, content_words, is_filler, sentences
 from autorecap.recap.offline.when import day_text, resolve
 
 _HEADER = re.compile(r"^(- )?(\[[^\]]{1,80}\] )?")
-SCENE_SHARE = 0.35
+SCENE_SHARE = 0.5
 """The share of a scene's tokens that its recap may take (at most `scene_recap_max_tokens`)."""
 _GENERIC = frozenset({"user", "assistant", "system", "narrator", ""})
 
@@ -46,7 +49,7 @@ class OfflineBackend(RecapBackend):
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_counter()
-        self._shortened: dict[tuple[str, int], str] = {}
+        self._shortened: dict[tuple[str, int, frozenset[str]], str] = {}
         """Lines shortened before: a running recap shortens the same old lines at each
         version."""
 
@@ -108,28 +111,35 @@ class OfflineBackend(RecapBackend):
 
     def fit(self, lines: list[str], budget: int) -> list[str]:
         """Lines of a running recap held under `budget` tokens (oldest shortened first)."""
-        return fit_lines(lines, budget, self.counter, self.shorten)
+        if sum(self.counter.count(line) for line in lines) <= budget:
+            return lines
+        # The newest line is always whole, so what it says need not be said again above it.
+        known = recurring_words(lines) | content_words(lines[-1])
+        return fit_lines(
+            lines, budget, self.counter, lambda line, size: self.shorten(line, size, known)
+        )
 
-    def shorten(self, line: str, tokens: int) -> str:
+    def shorten(self, line: str, tokens: int, known: frozenset[str] = frozenset()) -> str:
         """A recap line shortened to about `tokens` tokens: its header kept, then its most
         telling sentences, at least the one that tells the most (whole: half a sentence
-        tells less than one whole)."""
-        key = (line, tokens)
+        tells less than one whole). `known`: words the other lines say too (the cast, the
+        usual places), worth little here."""
+        key = (line, tokens, known)
         if key not in self._shortened:
             if len(self._shortened) > 50_000:
                 self._shortened.clear()
-            self._shortened[key] = self._shorten(line, tokens)
+            self._shortened[key] = self._shorten(line, tokens, known)
         return self._shortened[key]
 
-    def _shorten(self, line: str, tokens: int) -> str:
+    def _shorten(self, line: str, tokens: int, known: frozenset[str]) -> str:
         match = _HEADER.match(line)
         head = match.group(0) if match else ""
         pieces = parse(line[len(head) :])
         if not pieces:
             return line
         budget = tokens - self.counter.count(head)
-        chosen = choose(pieces, budget, self.counter) if budget > 0 else []
-        return f"{head}{render(chosen or [best(pieces, self.counter)])}"
+        chosen = choose(pieces, budget, self.counter, known=known) if budget > 0 else []
+        return f"{head}{render(chosen or [best(pieces, self.counter, known)])}"
 
     # --- tier 2: scene breaks ----------------------------------------------------------------
 
@@ -158,6 +168,21 @@ class OfflineBackend(RecapBackend):
         return cut_to(text, max_tokens, self.counter)
 
 
+RECURRING_SHARE = 0.25
+"""A word in at least this share of a running recap's lines (and three of them) is known."""
+
+
+def recurring_words(lines: list[str]) -> frozenset[str]:
+    """The words many lines of a running recap say: the cast and the usual places, which
+    every scene mentions and no question needs told again."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        for word in content_words(line):
+            counts[word] = counts.get(word, 0) + 1
+    least = max(3, RECURRING_SHARE * len(lines))
+    return frozenset(w for w, n in counts.items() if n >= least)
+
+
 def _pieces(
     rows: list[tuple[str, str, bool]],
     names: frozenset[str],
@@ -176,7 +201,7 @@ def _pieces(
             spoken_to = others[1] if speaker == others[0] else others[0]
         if spoken_to and spoken_to.lower() in _GENERIC:
             spoken_to = None
-        for sentence in sentences(text):
+        for sentence in (c for s in sentences(text) for c in clauses(s)):
             cleaned = clean(sentence, names)
             if not cleaned:
                 continue

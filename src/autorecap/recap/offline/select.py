@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from autorecap.core.tokens import TokenCounter
-from autorecap.recap.offline.text import WORD, content_words, rarity
+from autorecap.recap.offline.text import WORD, content_words, rarity, sentences
 
 SALIENT = frozenset(
     """
@@ -43,6 +43,21 @@ _DIGIT = re.compile(r"\d")
 _POSSESSIVE = re.compile(r"['’]s$")
 NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
+_CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
+_CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
+
+
+def number_value(word: str) -> float:
+    """What a word with digits is worth: a code, an address or a long number ("14-02-27",
+    "c-2209", "60312") is asked for later more than a clock time, which narration is full
+    of."""
+    if _CLOCK.match(word):
+        return NUMBER_VALUE * 0.5
+    if _CODE.match(word):
+        return NUMBER_VALUE * 1.3
+    return NUMBER_VALUE
+
+
 NAME_BONUS = 2.5
 """Added to a capitalised word inside a sentence (a name, a place)."""
 COMMON_SHARE = 0.7
@@ -103,7 +118,17 @@ def choose(
         covered.update(profiles[i][0])
         spent += costs[i] + label
         speakers.add(pieces[i].speaker)
-    return [pieces[i] for i in sorted(chosen, key=lambda i: pieces[i].position)]
+    kept = sorted(chosen, key=lambda i: pieces[i].position)
+    # A speaker is named again each time the turn changes hands, which the greedy pass
+    # counted once: drop the pieces that tell least per token until the prose fits.
+    while len(kept) > 1 and counter.count(render([pieces[i] for i in kept])) > budget:
+        kept.remove(min(kept, key=lambda i: _alone(profiles[i], costs[i])))
+    return [pieces[i] for i in kept]
+
+
+def _alone(profile: tuple[dict[str, float], float, float], cost: int) -> float:
+    values, bonus, factor = profile
+    return (sum(values.values()) + bonus) / math.pow(cost, 0.85) * factor
 
 
 def best(
@@ -141,7 +166,7 @@ def parse(body: str) -> list[Piece]:
     """`render`'s prose read back into pieces (to shorten a recap line again)."""
     pieces: list[Piece] = []
     speaker = ""
-    for index, sentence in enumerate(re.split(r"(?<=[.!?…])\s+", body.strip())):
+    for index, sentence in enumerate(sentences(body)):
         match = re.match(r"^([A-ZÀ-Ý][\w'’. -]{0,40}?):\s+(.*)$", sentence)
         if match:
             speaker, sentence = match.group(1), match.group(2)
@@ -158,7 +183,7 @@ def fit_lines(
 ) -> list[str]:
     """Make recap lines fit `budget` tokens, oldest shortened first and most.
 
-    Each line may keep a share of the cap that grows with its recency (the oldest half as much
+    Each line may keep a share of the cap that grows with its recency (the oldest 70% as much
     as the newest): the cap that makes everything fit is found by bisection, and lines above
     their share are shortened to it (`shorten(line, tokens)`), never below their most telling
     sentence (`shorten(line, 0)`). When even those do not fit, the oldest lines are dropped.
@@ -176,7 +201,7 @@ def fit_lines(
     if not floors:
         return lines[-1:]
     count = len(lines)
-    ages = [0.5 + 0.5 * i / max(1, count - 1) for i in range(count)]  # oldest 0.5 .. newest 1
+    ages = [0.7 + 0.3 * i / max(1, count - 1) for i in range(count)]  # oldest 0.7 .. newest 1
     sizes = [counter.count(line) for line in lines]
     floor_sizes = [counter.count(line) for line in floors]
 
@@ -204,14 +229,25 @@ def fit_lines(
     return best_fit
 
 
-@lru_cache(maxsize=65536)
+KNOWN_VALUE = 0.3
+"""What a known word is worth (a speaker's name, a word every line says)."""
+
+
 def _profile(
     text: str, question: bool, known: frozenset[str]
 ) -> tuple[dict[str, float], float, float]:
-    """What a sentence is worth: its content words' values, its bonus for events, and the
-    factor for questions and slight remarks."""
+    """What a sentence is worth: its content words' values (a known word little), its bonus
+    for events, and the factor for questions and slight remarks."""
+    values, bonus, factor = _plain_profile(text, question)
+    if known and not known.isdisjoint(values):
+        values = {w: KNOWN_VALUE if w in known else v for w, v in values.items()}
+    return values, bonus, factor
+
+
+@lru_cache(maxsize=65536)
+def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, float]:
     words = content_words(text)
-    values = _word_values(text, known)
+    values = _word_values(text)
     content = {w: values.get(w, 0.0) for w in words}
     events = sum(1 for w in words if w in SALIENT)
     factor = 0.6 if question else 1.0
@@ -221,19 +257,17 @@ def _profile(
     return content, 1.5 * min(events, 2), factor
 
 
-def _word_values(text: str, known: frozenset[str]) -> dict[str, float]:
+def _word_values(text: str) -> dict[str, float]:
     capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
     values: dict[str, float] = {}
     for raw in WORD.findall(text):
         word = _POSSESSIVE.sub("", raw.lower()).strip("'’-")
         value = rarity(word)
         if _DIGIT.search(word):
-            value = NUMBER_VALUE
+            value = number_value(word)
         elif word in capitals:
             value += NAME_BONUS
         else:
             value *= COMMON_SHARE
-        if word in known:
-            value = 0.3
         values[word] = max(values.get(word, 0.0), value)
     return values

@@ -139,6 +139,31 @@ def sentences(text: str) -> list[str]:
     return [s.strip().replace("\u2024", ".") for s in found if s.strip()]
 
 
+_CLAUSE_BREAK = re.compile(r"(?<=[,;:])\s+|\s+[—–]\s*|\s+-\s+|(?<=—)")
+LONG_SENTENCE = 20
+"""Words above which a sentence is weighed clause by clause: a long sentence of narration
+mostly describes, and the clause that holds the name or the number is what memory needs."""
+SHORTEST_CLAUSE = 6
+
+
+def clauses(sentence: str) -> list[str]:
+    """A long sentence's clauses (at commas, semicolons, colons and dashes, none shorter
+    than `SHORTEST_CLAUSE` words); a short sentence whole."""
+    if len(sentence.split()) <= LONG_SENTENCE:
+        return [sentence]
+    parts = [p for p in _CLAUSE_BREAK.split(sentence) if p.strip()]
+    merged: list[str] = []
+    for part in parts:
+        if merged and len(merged[-1].split()) < SHORTEST_CLAUSE:
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    if len(merged) > 1 and len(merged[-1].split()) < SHORTEST_CLAUSE:
+        last = merged.pop()
+        merged[-1] = f"{merged[-1]} {last}"
+    return [m.strip().rstrip(",;:—–- ") for m in merged]
+
+
 def clean(sentence: str, names: frozenset[str] = frozenset()) -> str:
     """A sentence without markup, emoji, leading fillers or the name of the one addressed."""
     text = _MARKUP.sub("", sentence)

@@ -1,0 +1,91 @@
+"""What the offline engine keeps when it must choose: clauses of long sentences, codes over
+clock times, speaker labels counted in the budget, and old running recap lines that keep what
+no other line says."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autorecap.core.tokens import TokenCounter
+from autorecap.recap.offline.engine import OfflineBackend, recurring_words
+from autorecap.recap.offline.select import Piece, choose, number_value, parse, render
+from autorecap.recap.offline.text import SHORTEST_CLAUSE, clauses
+
+COUNTER = TokenCounter("cl100k")
+
+LONG = (
+    "The defense lawyer, a heavyset silver-haired man named Glenn Haverty who carries himself "
+    "like a retired football coach, cross-examines him for ten minutes about the calibration "
+    "dates on the breath machine and gets nowhere much"
+)
+
+
+def test_a_long_sentence_is_weighed_clause_by_clause() -> None:
+    parts = clauses(LONG)
+    assert len(parts) > 1
+    assert all(len(p.split()) >= SHORTEST_CLAUSE for p in parts)
+    assert " ".join(parts).replace(",", "").split() == LONG.replace(",", "").split()
+    assert any("Glenn Haverty" in p and "calibration" not in p for p in parts)
+
+
+def test_a_short_sentence_stays_whole() -> None:
+    sentence = "Combo is 14-02-27, far end, the dented locker."
+    assert clauses(sentence) == [sentence]
+
+
+def test_the_clause_with_the_name_is_kept_within_a_small_budget() -> None:
+    pieces = [Piece(i, "Dana", text) for i, text in enumerate(clauses(LONG))]
+    kept = render(choose(pieces, 30, COUNTER))
+    assert "Glenn Haverty" in kept
+    assert COUNTER.count(kept) <= 30
+
+
+def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() -> None:
+    assert number_value("14-02-27") > number_value("124") > number_value("3:12")
+    assert number_value("c-2209") > number_value("31")
+    assert number_value("60312") > number_value("31")
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=st.integers(min_value=12, max_value=120), turns=st.integers(min_value=2, max_value=9))
+def test_speaker_labels_are_counted_each_time_the_turn_changes(budget: int, turns: int) -> None:
+    """Two speakers taking turns are each named at every change: the prose still fits."""
+    pieces = [
+        Piece(i, "Dana Okafor" if i % 2 else "Theo Marsh", f"Pressure {100 + i} over {60 + i}.")
+        for i in range(turns)
+    ]
+    chosen = choose(pieces, budget, COUNTER)
+    if len(chosen) > 1:
+        assert COUNTER.count(render(chosen)) <= budget
+
+
+def test_an_abbreviation_does_not_split_a_recap_read_back() -> None:
+    pieces = parse("Dana: She checks Mr. Pruitt's pupils. GCS 15 now.")
+    assert [p.text for p in pieces] == ["She checks Mr. Pruitt's pupils.", "GCS 15 now."]
+    assert {p.speaker for p in pieces} == {"Dana"}
+
+
+def test_words_most_lines_say_are_recurring() -> None:
+    lines = [f"- Dana: Medic 14 went to {place}." for place in ("Pike", "Route 9", "Pell", "Elm")]
+    known = recurring_words(lines)
+    assert {"dana", "medic", "14"} <= known
+    assert "pike" not in known
+    assert "pell" not in known
+
+
+def test_an_old_line_keeps_what_no_other_line_says() -> None:
+    """The cast's names are in every line: an old line shortened keeps its own place and
+    code, not the sentence that only names the cast again."""
+    engine = OfflineBackend(COUNTER)
+    cast = "Dana Okafor and Theo Marsh ride Medic 14 out of Station 6 tonight."
+    lines = [
+        f"- [Scene {k}] {cast} The call is at {k}48 Wexley Court, unit {k}C, code Q-{k}7{k}."
+        for k in range(1, 9)
+    ]
+    fitted = engine.fit(lines, 150)
+    assert COUNTER.count("\n".join(fitted)) <= 150
+    assert fitted[-1] == lines[-1]
+    for line in fitted[:-1]:
+        assert "Wexley Court" in line
+        assert "Dana Okafor and Theo Marsh" not in line
