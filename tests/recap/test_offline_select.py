@@ -89,3 +89,20 @@ def test_an_old_line_keeps_what_no_other_line_says() -> None:
     for line in fitted[:-1]:
         assert "Wexley Court" in line
         assert "Dana Okafor and Theo Marsh" not in line
+
+
+def test_a_one_word_password_outweighs_a_short_remark() -> None:
+    for said in (
+        ["A classic arrangement.", "Chrysanthemum."],
+        ["Chrysanthemum.", "A lovely evening."],
+    ):
+        pieces = [Piece(i, "Nadia", text) for i, text in enumerate(said)]
+        assert [p.text for p in choose(pieces, 9, COUNTER)] == ["Chrysanthemum."]
+
+
+def test_an_appositive_stays_with_the_clause_it_names() -> None:
+    sentence = (
+        "went to a physio on Thursday, Saskia Thorne, she's brilliant but she pressed one spot "
+        "and I nearly kicked her in the face"
+    )
+    assert clauses(sentence)[0] == "went to a physio on Thursday, Saskia Thorne"

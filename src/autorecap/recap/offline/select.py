@@ -229,6 +229,8 @@ def fit_lines(
     return best_fit
 
 
+RARE = 4.0
+"""A word this rare (English zipf frequency under 3) is news even alone in a sentence."""
 KNOWN_VALUE = 0.3
 """What a known word is worth (a speaker's name, a word every line says)."""
 
@@ -252,8 +254,10 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
     events = sum(1 for w in words if w in SALIENT)
     factor = 0.6 if question else 1.0
     short = len(text.split()) <= 4 and not events
-    if short and not _DIGIT.search(text) and not _CAPITAL.search(text):
-        factor *= 0.4  # a short remark with no number, name or event ("A classic arrangement.")
+    plain = not _DIGIT.search(text) and not _CAPITAL.search(text)
+    if short and plain and all(rarity(w) < RARE for w in words):
+        factor *= 0.4  # a short remark with no number, name, event or rare word ("A classic
+        # arrangement."); "Chrysanthemum." as a password is not one
     return content, 1.5 * min(events, 2), factor
 
 
