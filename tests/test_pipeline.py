@@ -106,7 +106,7 @@ def break_answer(prompt: str) -> str:
 
 
 def scene_recap_answer(prompt: str) -> str:
-    match = re.search(r"Here is one scene \((.*); when and where:", prompt)
+    match = re.search(r"One scene \((.*); when and where:", prompt)
     return f"LLM scene recap of {match.group(1) if match else '?'}."
 
 
@@ -628,11 +628,16 @@ def test_a_scene_is_appended_without_a_call_while_the_recap_fits(
     contents = [v["content"] for v in running.versions(chat)]
     assert contents[1] == f"{contents[0]}\n- {recap_text(2)}"  # appended: no call
     assert all(counter.count(c) <= 150 for c in contents)
-    # Scene 3 did not fit as it was: the LLM condensed the recap around it, to half the cap
-    # (`condense_to`), so that the next scenes fit again without a call.
+    # Scene 3 did not fit as it was: the LLM condensed the older lines (only they were sent)
+    # so that the recap is about half the cap (`condense_to`) with the new scene's line kept
+    # word for word, and the next scenes fit again without a call.
     assert server.kinds()[0] == "combine"
-    assert prompt_of(server.requests[0]).endswith(f"- {recap_text(3)}")
-    assert "at most 75 tokens" in prompt_of(server.requests[0])
+    prompt = prompt_of(server.requests[0])
+    assert prompt.endswith(f"- {recap_text(2)}")
+    assert recap_text(1) in prompt
+    assert recap_text(3) not in prompt
+    assert "at most 50 tokens" in prompt  # 75, less the new line kept whole (floor 50)
+    assert contents[2].endswith(f"\n- {recap_text(3)}")
     assert len(server.requests) < 3
 
 

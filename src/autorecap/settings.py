@@ -34,8 +34,8 @@ DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
     "Answer with the note alone."
 )
 DEFAULT_MESSAGE_BATCH_PROMPT: Final = (
-    "You keep the notes of a long chat between {{user}} and {{char}}, so that they can be "
-    "reminded later of what happened. Before these messages: {{earlier}}\n\n"
+    "You keep the notes of a long chat between {{user}} and {{char}}. Before these messages: "
+    "{{earlier}}\n\n"
     "{{messages}}\n\n"
     "For each of the {{count}} messages above, write one line: its number in square brackets, "
     "then one short past-tense sentence saying who did what, where and when, keeping every "
@@ -45,20 +45,20 @@ DEFAULT_MESSAGE_BATCH_PROMPT: Final = (
     "quotes, no comments, no lines of your own."
 )
 DEFAULT_SCENE_RECAP_PROMPT: Final = (
-    "You keep the memory of a long chat between {{user}} and {{char}}. Here is one scene "
-    "({{name}}; when and where: {{when}}), as {{source}}:\n\n{{messages}}\n\n"
+    "One scene ({{name}}; when and where: {{when}}) of a long chat between {{user}} and "
+    "{{char}}, as {{source}}:\n\n{{messages}}\n\n"
     "Recap the scene in at most {{max_tokens}} tokens: plain past-tense sentences saying who "
-    "did what, where and when (start with the day and place if known), keeping every name, "
-    "number, date, place, object, promise, decision and change in a relationship. No "
-    "commentary. Answer with the recap alone."
+    "did what, where and when (the day and place first if known), keeping every name, number, "
+    "date, place, object, promise, decision and change in a relationship. Answer with the "
+    "recap alone."
 )
 DEFAULT_RUNNING_RECAP_PROMPT: Final = (
-    "Here is the running memory of a long chat, one line per scene, oldest first, and a new "
-    "scene's line. Together they are too long: rewrite them as at most {{max_tokens}} tokens. "
-    "Shorten the oldest lines most and merge them if you must; keep each line's day and place, "
-    "and the names, numbers, dates, places, debts, promises, decisions and relationships that "
-    "still matter; keep the new scene's line whole. Answer with the lines alone, each starting "
-    'with "- ".\n\n{{previous}}\n- {{scene}}'
+    "Here are the oldest lines of the running memory of a long chat, one line per scene, "
+    "oldest first. The memory has grown too long: rewrite these lines as at most "
+    "{{max_tokens}} tokens (the newer lines stay as they are). Shorten the oldest most and "
+    "merge lines if you must; keep each line's day and place, and the names, numbers, dates, "
+    "places, debts, promises, decisions and relationships that still matter. Answer with the "
+    'lines alone, each starting with "- ".\n\n{{previous}}'
 )
 DEFAULT_SCENE_BREAK_PROMPT: Final = (
     "Below are numbered messages of a chat (some shown as a short note). A scene ends where "
@@ -246,8 +246,10 @@ class Settings(BaseModel):
     )
     running_recap_prompt: str = Field(
         DEFAULT_RUNNING_RECAP_PROMPT,
-        description="Prompt to condense the running recap when a new scene's line does not fit: "
-        "{{previous}}, {{scene}}, {{name}}, {{max_tokens}}.",
+        description="Prompt to condense the running recap's oldest lines when a new scene's "
+        "line does not fit (the newest lines and the new scene's line stay as they are): "
+        "{{previous}} (the oldest lines), {{max_tokens}}, and for context {{scene}} and {{name}} "
+        "(the new scene's recap and name).",
     )
     scene_break_prompt: str = Field(
         DEFAULT_SCENE_BREAK_PROMPT,

@@ -98,11 +98,3 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
     ):
         pieces = [Piece(i, "Nadia", text) for i, text in enumerate(said)]
         assert [p.text for p in choose(pieces, 9, COUNTER)] == ["Chrysanthemum."]
-
-
-def test_an_appositive_stays_with_the_clause_it_names() -> None:
-    sentence = (
-        "went to a physio on Thursday, Saskia Thorne, she's brilliant but she pressed one spot "
-        "and I nearly kicked her in the face"
-    )
-    assert clauses(sentence)[0] == "went to a physio on Thursday, Saskia Thorne"

@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autorecap.recap.backend import ContextMessage, LLMError, RecapRequest, RecapResult
+from autorecap.recap.backend import (
+    CombineRequest,
+    ContextMessage,
+    LLMError,
+    RecapRequest,
+    RecapResult,
+    SceneMessage,
+    SceneRecapRequest,
+)
 from autorecap.recap.backends import make_backend
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.openai_compat import (
@@ -889,3 +898,74 @@ def test_a_short_line_may_recap_two_messages(
         "Mira agreed.",
         "Mira shut the chest.",
     ]
+
+
+# --- what a scene recap and the running recap cost ----------------------------------------------
+
+
+def _scene(recaps: list[str], *, max_tokens: int = 250) -> SceneRecapRequest:
+    texts = [
+        "*Mira counts the coins twice.* Forty crowns, and not one more, or the deal is off.",
+        "Tomas hands over the purse and the chart without a word, eyes on the harbour.",
+    ]
+    return SceneRecapRequest(
+        messages=tuple(
+            SceneMessage(i, name, text, recap)
+            for i, (name, text, recap) in enumerate(
+                zip(["Captain Mira", "Tomas"], texts, recaps, strict=True)
+            )
+        ),
+        name="Scene 1: The purse",
+        user="Tomas",
+        char="Captain Mira",
+        max_tokens=max_tokens,
+        day=date(2023, 5, 8),
+        place="Port Anvil",
+    )
+
+
+def test_message_recaps_that_fit_are_the_scene_recap_with_no_call(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    backend = make_client()
+    result = backend.scene_recap(_scene(["Mira asked 40 crowns.", "He paid her."]))
+    assert result.memory == ("[8 May 2023 · Port Anvil] Mira asked 40 crowns. Tomas: He paid her.")
+    assert backend.calls == 0
+
+
+def test_a_recap_that_names_its_speaker_is_sent_without_a_label(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("Mira sold the chart to Tomas for 40 crowns in Port Anvil.")
+    backend = make_client()
+    named = "Mira asked 40 crowns for the chart."
+    backend.scene_recap(_scene([named, "He paid her at once."], max_tokens=15))
+    prompt = prompt_of(llm_server)
+    assert f"\n{named}\n" in prompt  # "Mira ..." says who
+    assert "\nTomas: He paid her at once." in prompt  # "He ..." does not
+    assert "as recaps of its messages" in prompt
+
+
+def test_only_the_oldest_lines_are_sent_to_be_condensed(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    llm_server.reply("- [1-6] Mira and Tomas crossed six ports and paid every debt.")
+    backend = make_client()
+    lines = [
+        f"- [Scene {k}] Mira paid Osric {100 + k} crowns at Berth {k} in Port {k}."
+        for k in range(1, 9)
+    ]
+    request = CombineRequest(
+        previous="\n".join(lines[:-1]), scene_recap=lines[-1][2:], scene_name="8", max_tokens=90
+    )
+    result = backend.combine(request)
+    prompt = prompt_of(llm_server)
+    kept = result.memory.splitlines()[1:]
+    assert kept == lines[-len(kept) :]  # the newest lines, word for word, the new one last
+    assert 1 <= len(kept) < len(lines)
+    assert all(line in prompt for line in lines[: -len(kept)])
+    assert not any(line in prompt for line in kept)
+    assert (
+        result.memory.splitlines()[0]
+        == "- [1-6] Mira and Tomas crossed six ports and paid every debt."
+    )

@@ -204,6 +204,7 @@ class Upstream:
         self._lock = threading.Lock()
         self._script: deque[Answer] = deque()
         self._holds: list[Hold] = []
+        self._standing: list[tuple[Callable[[Recorded], bool], str]] = []
         self.requests: list[Recorded] = []
         self.bodies: list[bytes] = []
         """The body bytes of every non-streamed answer, in order."""
@@ -242,6 +243,12 @@ class Upstream:
             self._holds.append(hold)
         return hold
 
+    def answer_all(self, predicate: Callable[[Recorded], bool], reply: str) -> None:
+        """Answer every chat completion `predicate` matches with `reply`, not held (after the
+        holds, before the script)."""
+        with self._lock:
+            self._standing.append((predicate, reply))
+
     def _push(self, answer: Answer) -> None:
         with self._lock:
             self._script.append(answer)
@@ -271,6 +278,9 @@ class Upstream:
                     hold.held.append(held)
                     hold.arrived.set()
                     return Answer("reply", text=hold.reply, held=held)
+            for predicate, reply in self._standing:
+                if predicate(recorded):
+                    return Answer("reply", text=reply)
             if self._script:
                 return self._script.popleft()
             number = sum(1 for r in self.requests if r.path.endswith("/chat/completions"))

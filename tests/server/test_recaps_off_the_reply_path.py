@@ -57,6 +57,10 @@ def _asking(fragment: str, prompt: str) -> Callable[[Recorded], bool]:
 IS_MESSAGE_RECAP = _asking("Write the note for", DEFAULT_MESSAGE_RECAP_PROMPT)
 IS_SCENE_RECAP = _asking("Recap the scene", DEFAULT_SCENE_RECAP_PROMPT)
 IS_RUNNING_RECAP = _asking("running memory", DEFAULT_RUNNING_RECAP_PROMPT)
+MESSAGE_RECAP = " ".join(
+    f"Crate {n} of the Heron's cargo was checked and stowed." for n in range(14)
+)
+"""A message recap long enough that two of them pass a scene recap's cap (250 tokens)."""
 
 
 def user(text: str) -> dict[str, str]:
@@ -157,8 +161,10 @@ def conversation(
 ) -> Conversation:
     proxy = start_proxy(worker=True, recap_backend="upstream")
     # One message per recap call, so that a held call is one message's (batches have their own
-    # tests in tests/recap and tests/jobs).
+    # tests in tests/recap and tests/jobs); message recaps that together pass the scene recap's
+    # cap, so that a scene recap is a call (recaps that fit are taken as they are).
     answer = http.patch(f"{proxy.origin}/api/settings", json={"llm_batch_tokens": 0})
+    upstream.answer_all(IS_MESSAGE_RECAP, MESSAGE_RECAP)
     assert answer.status_code == 200, answer.text
     return Conversation(proxy, upstream, openai_client(proxy.chat_url(CHAT)), http)
 

@@ -163,7 +163,7 @@ def recap_all(
 
 
 def batches(
-    chat: Chat, indexes: list[int], batch_tokens: int, counter: TokenCounter, most: int = 40
+    chat: Chat, indexes: list[int], batch_tokens: int, counter: TokenCounter, most: int = 60
 ) -> list[list[int]]:
     """`indexes` (in chat order) cut into runs for one call each, holding at most
     `batch_tokens` tokens of messages together (and at most `most` messages); one each when

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ from autorecap.recap.backend import (
     RecapRequest,
     RecapResult,
     SceneBreakRequest,
+    SceneMessage,
     SceneRecapRequest,
 )
 from autorecap.recap.offline.when import day_text
@@ -49,13 +51,17 @@ log = logging.getLogger("autorecap.llm")
 MAX_BACKOFF_S = 30.0
 
 
+KEPT_SHARE = 0.5
+"""The share of a condensed running recap that its newest lines may keep word for word."""
+
+
 class OpenAICompatBackend(RecapBackend):
     """A chat-completions client for recaps. See the module docstring."""
 
     condense_to = 0.5
     """Condensed to half the cap: the next scenes are appended with no call until it is full
-    again (each condensing call sends the whole recap: on a 1,000-message chat this takes the
-    running recap from about 0.6 to 0.4 prompt tokens per chat token)."""
+    again (on a 1,000-message chat this takes the running recap from about 0.6 to 0.4 prompt
+    tokens per chat token; `combine` sending only the oldest lines takes it to about 0.3)."""
 
     name = "openai"
 
@@ -225,19 +231,24 @@ class OpenAICompatBackend(RecapBackend):
 
     def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
         """A scene from its messages, or from their recaps when every message has one and
-        they are shorter (the same facts for fewer tokens)."""
+        they are shorter (the same facts for fewer tokens); no call at all when the recaps
+        together already fit the cap."""
         recaps = [m.recap for m in request.messages]
         texts = [m.text for m in request.messages]
+        day = day_text(request.day) if request.day else ""
+        parts = [part for part in (day, request.place) if part]
+        when = ", ".join(parts)
+        joined = " ".join(_scene_line(m, True) for m in request.messages)
+        if parts:
+            joined = f"[{' · '.join(parts)}] {joined}"  # as the offline engine heads a scene
+        if all(recaps) and self.counter.count(joined) <= request.max_tokens:
+            # The messages' recaps already fit a scene recap: asking for one would pay to
+            # read them and get fewer facts back.
+            return RecapResult(memory=joined)
         use_recaps = all(recaps) and self.counter.count("\n".join(recaps)) < self.counter.count(
             "\n".join(texts)
         )
-        lines = "\n".join(
-            f"{m.name}: {' '.join((m.recap if use_recaps else m.text).split())}"
-            for m in request.messages
-        )
-        when = ", ".join(
-            part for part in (day_text(request.day) if request.day else "", request.place) if part
-        )
+        lines = "\n".join(_scene_line(m, use_recaps) for m in request.messages)
         prompt = render(
             self.scene_prompt,
             {
@@ -262,24 +273,39 @@ class OpenAICompatBackend(RecapBackend):
         return self._retrying(ask)
 
     def combine(self, request: CombineRequest) -> RecapResult:
-        """The running recap condensed to fit with the new scene's line (the caller appends a
-        scene without a call while the recap fits: this is asked only when it does not)."""
+        """The running recap condensed to `max_tokens` with the new scene's line (asked only
+        when it does not fit). Only the oldest lines are sent, to be rewritten shorter: the
+        newest, up to `KEPT_SHARE` of the answer, stay word for word, so each call reads a
+        line about once instead of the whole recap (on a 1,000-message chat, 0.4 prompt
+        tokens per chat token fell to about 0.25)."""
+        lines = [line for line in request.previous.splitlines() if line.strip()]
+        kept = [request.line]
+        room = round(request.max_tokens * KEPT_SHARE) - self.counter.count(request.line)
+        while len(lines) > 1 and self.counter.count(lines[-1]) <= room:
+            room -= self.counter.count(lines[-1]) + 1
+            kept.insert(0, lines.pop())
+        if not lines:
+            if self.counter.count(request.line) <= request.max_tokens:
+                return RecapResult(memory=request.line)
+            lines, kept = [request.line], []  # the first scene alone is too long: condense it
+        target = max(50, request.max_tokens - self.counter.count("\n".join(kept)))
         prompt = render(
             self.running_prompt,
             {
-                "previous": request.previous or "(nothing yet: this is the first scene)",
+                "previous": "\n".join(lines),
                 "scene": request.scene_recap,
                 "name": request.scene_name,
-                "max_tokens": str(request.max_tokens),
+                "max_tokens": str(target),
             },
         )
         labels = prompt_labels(self.running_prompt)
 
         def ask() -> RecapResult:
             text, reasoning = self.chat(
-                [{"role": "user", "content": prompt}], max_tokens=max(128, request.max_tokens + 200)
+                [{"role": "user", "content": prompt}], max_tokens=max(128, target + 200)
             )
-            return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
+            condensed = check_recap(text, labels=labels)
+            return RecapResult(memory="\n".join([condensed, *kept]), reasoning=reasoning)
 
         return self._retrying(ask)
 
@@ -475,6 +501,17 @@ class OpenAICompatBackend(RecapBackend):
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
+
+
+def _scene_line(message: SceneMessage, use_recap: bool) -> str:
+    """A message as a scene prompt shows it: "Name: text", or its recap, named only when the
+    recap does not already say who (the name is paid for once per message)."""
+    if not use_recap:
+        return f"{message.name}: {' '.join(message.text.split())}"
+    recap = " ".join(message.recap.split())
+    words = set(re.findall(r"\w+", recap))
+    named = any(part in words for part in message.name.split() if len(part) > 2)
+    return recap if named else f"{message.name}: {recap}"
 
 
 def _retry_after(response: httpx.Response) -> float | None:

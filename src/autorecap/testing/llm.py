@@ -112,10 +112,10 @@ def _reply(prompt: str, counter: TokenCounter) -> tuple[str, str]:
         lines = [line for line in prompt.splitlines() if line.startswith("- ")]
         limit = _MAX_TOKENS.search(prompt)
         target = int(limit.group(1)) if limit else 0
-        # The oldest lines halved first, as asked, until the whole fits the asked length.
+        # The oldest lines halved first, as asked, until they fit the asked length.
         condensed = list(lines)
         for _ in range(4):  # passes over the old lines, each halving what is still too long
-            for index in range(len(condensed) - 1):
+            for index in range(len(condensed)):
                 if counter.count("\n".join(condensed)) <= target:
                     return "running", "\n".join(condensed)
                 condensed[index] = f"- {_gist(condensed[index][2:], 0.5)}"

@@ -154,14 +154,13 @@ def clauses(sentence: str) -> list[str]:
     parts = [p for p in _CLAUSE_BREAK.split(sentence) if p.strip()]
     merged: list[str] = []
     for part in parts:
-        # A short part belongs to the clause before it ("a physio on Thursday, Saskia
-        # Thorne"), or to the one after when it opens the sentence ("Listen, everyone, ...").
-        if merged and (
-            len(part.split()) < SHORTEST_CLAUSE or len(merged[-1].split()) < SHORTEST_CLAUSE
-        ):
+        if merged and len(merged[-1].split()) < SHORTEST_CLAUSE:
             merged[-1] = f"{merged[-1]} {part}"
         else:
             merged.append(part)
+    if len(merged) > 1 and len(merged[-1].split()) < SHORTEST_CLAUSE:
+        last = merged.pop()
+        merged[-1] = f"{merged[-1]} {last}"
     return [m.strip().rstrip(",;:—–- ") for m in merged]
 
 
