@@ -45,6 +45,7 @@ def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() 
     assert number_value("14-02-27") > number_value("124") > number_value("3:12")
     assert number_value("c-2209") > number_value("31")
     assert number_value("60312") > number_value("31")
+    assert number_value("555-0172-88") > number_value("c-2209")  # more digits to keep whole
 
 
 @settings(max_examples=60, deadline=None)

@@ -43,6 +43,7 @@ _DIGIT = re.compile(r"\d")
 _POSSESSIVE = re.compile(r"['’]s$")
 NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
+_DIGITS = re.compile(r"\d")
 _CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
 
@@ -53,9 +54,12 @@ def number_value(word: str) -> float:
     of."""
     if _CLOCK.match(word):
         return NUMBER_VALUE * 0.5
+    # A long code must be kept whole to be any use, and costs tokens in proportion to its
+    # digits: it is worth as much more.
+    digits = max(1.0, len(_DIGITS.findall(word)) / 3)
     if _CODE.match(word):
-        return NUMBER_VALUE * 1.3
-    return NUMBER_VALUE
+        return NUMBER_VALUE * 1.3 * digits
+    return NUMBER_VALUE * digits
 
 
 NAME_BONUS = 2.5
