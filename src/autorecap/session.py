@@ -20,12 +20,14 @@ from types import TracebackType
 from typing import Any
 
 from autorecap.autosave import OpenChat, open_chat, target_chat_id
+from autorecap.chat_search import ChatSearch
 from autorecap.core import running
 from autorecap.core.data import clear_memory, select_swipe, set_data
 from autorecap.core.events import Clock, Debouncer, Event, ThreadClock
 from autorecap.core.memory import MemoryState, RefreshResult, refresh_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
+from autorecap.core.recall import RECALL_KEY, RecallPiece, set_recall_slot
 from autorecap.core.scenes import mark_break
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter, get_counter
@@ -81,6 +83,9 @@ class Session:
         )
         self.slots = ExtensionPrompts()
         self.state = MemoryState()
+        self.search = ChatSearch(self.chat, self.open.store if self.open is not None else None)
+        self.last_recall: list[RecallPiece] = []
+        """What the last refresh recalled (the recall tier, when it is on)."""
         self.settings = self._load_settings()
         self.counter: TokenCounter = get_counter(self.settings.tokenizer)
         self.last_injection = ""
@@ -286,6 +291,7 @@ class Session:
                 )
             finally:
                 self._refreshing = False
+            self.recall_into_slot(result.enabled)
             self._stale = False
             self.refreshed_at = self.clock.now()
             self.refreshes += 1
@@ -293,6 +299,24 @@ class Session:
             if result.enabled:
                 self.last_injection = result.text
             return result.text
+
+    def recall(self, text: str | None = None) -> list[RecallPiece]:
+        """What the recall tier brings back for `text` (default: the newest user message and
+        the reply before it), best first, whether or not the tier is on."""
+        with self._lock:
+            _, pieces = self.search.recall(self.settings, self.counter, text)
+            return pieces
+
+    def recall_into_slot(self, enabled: bool = True) -> None:
+        """Fill the recall slot for the chat as it is now (empty it when the tier or the
+        chat's memory is off). A refresh does this; the proxy also does it on the reply path,
+        where the refresh may wait until after the reply."""
+        if enabled and self.settings.recall_enabled and chat_enabled(self.settings, self.chat.id):
+            text, self.last_recall = self.search.recall(self.settings, self.counter)
+            set_recall_slot(self.slots, text, self.settings)
+        elif RECALL_KEY in self.slots:
+            set_recall_slot(self.slots, "", self.settings)
+            self.last_recall = []
 
     @property
     def stale(self) -> bool:

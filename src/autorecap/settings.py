@@ -22,6 +22,10 @@ DEFAULT_RUNNING_TEMPLATE: Final = (
 )
 """The seeds' default running-recap template (seed 001)."""
 DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
+DEFAULT_RECALL_TEMPLATE: Final = (
+    "Earlier in this chat, what may matter to the newest message (where each comes from in "
+    "brackets):\n{{recall}}"
+)
 DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
     "You keep the notes of a long chat between {{user}} and {{char}}, so that they can be "
     "reminded later of what happened.\n"
@@ -140,6 +144,24 @@ class Settings(BaseModel):
     message_recap_depth: _Depth = Field(4, description="Depth for position 1 (in chat).")
     message_recap_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
     message_recap_scan: bool = Field(False, description="Let World Info scan the recaps.")
+    # --- the recall tier: past pieces the newest message asks about (off by default) ---
+    recall_enabled: bool = Field(
+        False,
+        description="Before each generation, bring back the hidden messages, message recaps and "
+        "scene recaps that best match the newest user message (and the last reply).",
+    )
+    recall_max_tokens: int = Field(
+        400, ge=0, le=20_000, description="Longest recall injection in tokens."
+    )
+    recall_template: str = Field(
+        DEFAULT_RECALL_TEMPLATE, description="Injection text; {{recall}} is the recalled pieces."
+    )
+    recall_position: Position = Field(1, description="Like running_scene_recap_position.")
+    recall_depth: _Depth = Field(
+        1, description="Depth for position 1 (in chat); 1: just before the newest message."
+    )
+    recall_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
+    recall_scan: bool = Field(False, description="Let World Info scan the recalled pieces.")
     # --- auto-hide and scenes (seed 003) ---
     auto_hide_scene_count: int = Field(
         2, ge=-1, description="Keep the last N scenes visible; 0 hides all, -1 turns it off."

@@ -17,6 +17,7 @@ from typing import Any
 
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import learn_names, names_from_request, names_known
+from autorecap.core.recall import RECALL_KEY
 from autorecap.core.reconcile import Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.handlers import enqueue_pipeline
@@ -48,6 +49,8 @@ from autorecap.store.migrations import StaleChatError
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
+INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, RECALL_KEY)
+"""The slots whose text the proxy puts in, which a client may send back."""
 log = logging.getLogger("autorecap.server")
 SAVE_TRIES = 4
 """How often a save is tried again after reading in what another process saved first."""
@@ -260,7 +263,7 @@ class ChatRegistry:
             session = self.session(chat_id)
             chat = session.chat
             unsaved = self._unsaved[chat_id]
-            injected = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
+            injected = [session.slots.value(key) for key in INJECTED_KEYS]
             echo = self._echoes.pop(chat_id, None)
             changed = unsaved.take_touched()
             repeat = None
@@ -276,6 +279,8 @@ class ChatRegistry:
                 later = self.refresh_later and only_appends(session, result)
                 touched = carry_out(session, result, refresh=not later)
                 changed.update(unsaved.take_touched())
+                if session.settings.recall_enabled:  # the newest message asks: on the reply path
+                    session.recall_into_slot()
                 made = repeat.outgoing(chat, session.slots, changed)
             if made is not None and repeat is not None:
                 content, echo = made
@@ -300,6 +305,8 @@ class ChatRegistry:
                         ),
                     )
                 touched += carry_out(session, result)
+                if session.settings.recall_enabled:
+                    session.recall_into_slot()
                 outgoing = dict(body)
                 outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)
                 content = dumps(outgoing)
@@ -451,11 +458,12 @@ class ChatRegistry:
 
     def memory_text(self, chat_id: str) -> str:
         """The chat's memory as text (its injected slots, refreshed), for prompts that are one
-        string: the running recap, then the short-term recaps when they are on."""
+        string: the running recap, then the short-term recaps and what the newest message
+        recalls when those tiers are on."""
         with self.hold(chat_id):
             session = self.session(chat_id, create=False)
             session.refresh()
-            parts = [session.slots.value(SCENE_KEY), session.slots.value(SHORT_KEY)]
+            parts = [session.slots.value(key) for key in INJECTED_KEYS]
             return "\n".join(part for part in parts if part and part.strip())
 
     def sessions(self) -> list[str]:

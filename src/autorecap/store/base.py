@@ -69,6 +69,11 @@ class ChatStore(ABC):
         the header when `header`, added/removed/reordered messages when `structure`, or
         everything when `full`. Returns the number of rows written."""
 
+    def search(self, chat_id: str, query: str, limit: int = 50) -> list[tuple[int, float]]:
+        """The chat's messages that best match `query`, best first: (message id, score),
+        higher is better. A store without a full-text index finds nothing."""
+        return []
+
     @abstractmethod
     def close(self) -> None:
         """Release the backend's resources."""

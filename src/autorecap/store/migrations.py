@@ -153,11 +153,51 @@ def _m004_revisions(db: sqlite3.Connection) -> None:
     )
 
 
+_RECALL_ROW = """
+    SELECT id, 'c' || hex(chat_id), json_extract(d, '$.mes'),
+        COALESCE(json_extract(d, '$.extra.auto_recap_memory.memory'),
+                 json_extract(d, '$.extra.auto_summarize_memory.memory')),
+        COALESCE(json_extract(d, '$.extra.auto_recap_memory.scene_recap_memory'),
+                 json_extract(d, '$.extra.auto_summarize_memory.scene_recap_memory'))
+    FROM (SELECT {id} AS id, {chat} AS chat_id, COALESCE({data}, CAST({raw} AS TEXT)) AS d {source})
+    WHERE json_valid(d)"""
+"""A message's row of the recall index, read from its stored JSON (the edited `data`, else
+the line as read)."""
+
+
+def _m005_recall_index(db: sqlite3.Connection) -> None:
+    # The recall tier's full-text index (FTS5, ranked by BM25): one row per message, with its
+    # text, its recap and the recap of the scene it ends, under its chat's key ("c" and the
+    # id's hex: one token). Triggers keep it in step with every write of a message, in the
+    # same transaction, so it is never rebuilt and never stale. Trigger bodies hold ";", so
+    # each statement is run on its own.
+    insert = "INSERT INTO recall_index (rowid, chat, text, recap, scene)"
+    new = _RECALL_ROW.format(
+        id="new.id", chat="new.chat_id", data="new.data", raw="new.raw", source=""
+    )
+    statements = [
+        "CREATE VIRTUAL TABLE recall_index USING fts5("
+        "chat, text, recap, scene, tokenize = 'unicode61 remove_diacritics 2')",
+        insert
+        + _RECALL_ROW.format(
+            id="id", chat="chat_id", data="data", raw="raw", source="FROM messages"
+        ),
+        f"CREATE TRIGGER recall_on_insert AFTER INSERT ON messages BEGIN {insert} {new}; END",
+        "CREATE TRIGGER recall_on_update AFTER UPDATE OF chat_id, raw, data ON messages BEGIN "
+        f"DELETE FROM recall_index WHERE rowid = old.id; {insert} {new}; END",
+        "CREATE TRIGGER recall_on_delete AFTER DELETE ON messages BEGIN "
+        "DELETE FROM recall_index WHERE rowid = old.id; END",
+    ]
+    for statement in statements:
+        db.execute(statement)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", _m001_initial),
     Migration(2, "jobs", _m002_jobs),
     Migration(3, "job lookup index", _m003_job_lookup),
     Migration(4, "revisions", _m004_revisions),
+    Migration(5, "recall index", _m005_recall_index),
 )
 """Every migration, in order. The schema version of a database is its last applied number."""
 

@@ -48,6 +48,7 @@ from autorecap.store.rows import (
     layout_from_json,
     layout_json,
 )
+from autorecap.store.search import search
 
 DB_FILE = "autorecap.db"
 
@@ -478,6 +479,11 @@ class SQLiteStore(ChatStore):
         return [base + i for i, m in enumerate(chat.messages) if m._id is None]
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    def search(self, chat_id: str, query: str, limit: int = 50) -> list[tuple[int, float]]:
+        """The chat's messages that best match `query` in the recall index (`store.search`)."""
+        with self._lock:
+            return [(hit.message_id, hit.score) for hit in search(self._db, chat_id, query, limit)]
 
     def close(self) -> None:
         with self._lock:

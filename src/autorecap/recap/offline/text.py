@@ -19,6 +19,8 @@ from functools import lru_cache
 
 from wordfreq import zipf_frequency
 
+from autorecap.core.words import STOPWORDS
+
 _SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]*_]*(?=\s|$)|\n+")
 _ABBREVIATION = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Capt|Lt|Sgt|Prof|Mt|No|vs|etc|Jr|Sr)\.(?=\s)")
 _MARKUP = re.compile(r"[*_~`]+")
@@ -84,20 +86,6 @@ _SECOND_FORMS = {
     "you": "{}",
     "u": "{}",
 }
-STOPWORDS = frozenset(
-    """
-    a about above after again against all also am an and any are as at be because been before
-    being below between both but by can cannot could did do does doing down during each few for
-    from further get gets got had has have having he her here hers herself him himself his how
-    i if in into is it its itself just let me more most much my myself no nor not now of off
-    oh ok okay on once one only or other our ours ourselves out over own really same say said
-    says she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while
-    who whom why will with would yeah yes you your yours yourself yourselves im ive ill id dont
-    doesnt didnt cant wont isnt arent wasnt werent thats theres whats lets gonna wanna gotta
-    like thing things stuff lot lots kind sort bit pretty maybe probably actually though
-    """.split()
-)
 _STOP_PLAIN = frozenset(w.replace("'", "") for w in STOPWORDS)
 _FILLER_WORDS = frozenset(
     """

@@ -1,0 +1,99 @@
+"""The recall tier for one chat: its search, and what a turn recalls.
+
+A stored chat is searched through the store's full-text index, which the store keeps in step
+with every save. A chat outside the store (a chat file, a chat in memory) gets an index of its
+own in memory: built once, then kept in step with the chat's changes (a changed message is
+indexed again, messages added at the end are added; only a list changed in the middle is read
+again whole).
+
+May import: core, store.
+"""
+
+from __future__ import annotations
+
+from autorecap.core import running
+from autorecap.core.data import get_data, get_memory
+from autorecap.core.model import Chat, Message
+from autorecap.core.recall import RecallPiece, query_text, recall_pieces, recall_text
+from autorecap.core.tokens import TokenCounter
+from autorecap.settings import Settings
+from autorecap.store.base import ChatStore
+from autorecap.store.search import MemoryIndex
+
+SEARCHED = 40
+"""How many matches a turn looks at (most are left out as visible or already said)."""
+
+
+class ChatSearch:
+    """Searches one chat. See the module docstring."""
+
+    def __init__(self, chat: Chat, store: ChatStore | None = None) -> None:
+        self.chat = chat
+        self.store = store
+        self._index: MemoryIndex | None = None
+        self._held: list[Message] = []
+        """The messages the memory index holds, in its order."""
+        self._touched: dict[int, Message] = {}
+        self._version: int | None = None
+        """The message list's `version` at the last search (it counts changes of structure)."""
+        if store is None:
+            chat.listeners.append(self._on_change)
+
+    def hits(self, query: str, limit: int = SEARCHED) -> list[tuple[int, float]]:
+        """(message index, score) of the messages that best match `query`, best first."""
+        if self.store is not None:
+            found = self.store.search(self.chat.id, query, limit)
+            where = {m.id: i for i, m in enumerate(self.chat.messages) if m.id is not None}
+            return [(where[mid], score) for mid, score in found if mid in where]
+        index = self._current_index()
+        return index.search(query, limit)
+
+    def recall(
+        self, settings: Settings, counter: TokenCounter, query: str | None = None
+    ) -> tuple[str, list[RecallPiece]]:
+        """What this turn recalls: the injection text and its pieces. `query`: what to look
+        for (default: the newest user message and the reply before it)."""
+        asked = query if query is not None else query_text(self.chat.messages)
+        if not asked.strip():
+            return "", []
+        known = running.injection_text(self.chat, "")
+        pieces = recall_pieces(self.chat, self.hits(asked), asked, counter, known=known)
+        return recall_text(pieces, settings.recall_template, settings.recall_max_tokens, counter)
+
+    def _current_index(self) -> MemoryIndex:
+        messages = self.chat.messages
+        if self._index is None:
+            self._index = MemoryIndex()
+            self._reload()
+        held = len(self._held)
+        reshaped = getattr(messages, "version", None) != self._version
+        if len(messages) < held or (
+            reshaped and any(a is not b for a, b in zip(messages, self._held, strict=False))
+        ):
+            self._reload()  # changed other than at its end
+        elif len(messages) > held:
+            self._index.append([_row(m) for m in messages[held:]])
+            self._held.extend(messages[held:])
+        self._version = getattr(messages, "version", None)
+        if self._touched:
+            where = {id(m): i for i, m in enumerate(self._held)}
+            for key, message in self._touched.items():
+                if key in where:
+                    self._index.update(where[key], _row(message))
+            self._touched.clear()
+        return self._index
+
+    def _reload(self) -> None:
+        assert self._index is not None
+        self._held = list(self.chat.messages)
+        self._index.load([_row(m) for m in self._held])
+        self._touched.clear()
+
+    def _on_change(self, message: Message | None) -> None:
+        if message is not None:
+            self._touched[id(message)] = message
+
+
+def _row(message: Message) -> tuple[str, str, str]:
+    scene = get_data(message, "scene_recap_memory")
+    return message.text, get_memory(message) or "", scene if isinstance(scene, str) else ""

@@ -1,0 +1,221 @@
+"""The recall tier: for each turn, the past pieces that the newest message asks about.
+
+The query is the newest user message and the reply before it (`query_text`). A search of the
+chat (the store's full-text index, `store.search`) gives the messages that match, best first;
+here they become pieces of text (`recall_pieces`), each saying where it comes from
+("[scene 3 · #120 · 8 May 2023]") so that the model can place it, and leaving out what the
+prompt already carries: a message still visible in it, a recap the running recap already says.
+The best pieces that fit `recall_max_tokens` go into their own slot (`RECALL_KEY`), in the
+order they were said.
+
+May import: core.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autorecap.core.data import get_data, get_memory
+from autorecap.core.model import Chat, Message
+from autorecap.core.scenes import scenes
+from autorecap.core.slots import ExtensionPrompts
+from autorecap.core.tokens import TokenCounter
+from autorecap.core.words import STOPWORDS
+from autorecap.settings import Settings
+
+RECALL_KEY = "auto_recap_memory_recall"
+"""The recall tier's slot."""
+PIECE_TOKENS = 120
+"""The longest piece: a long message is cut to its sentences that match the query."""
+MOST_WORDS = 24
+"""A query keeps at most this many words (a long message asks about a few things at once)."""
+REPEAT_SHARE = 0.8
+"""A piece whose words the running recap already holds in this share is left out."""
+_WORD = re.compile(r"[^\W_]+(?:[-'’.:/][^\W_]+)*")
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+_MARKUP = re.compile(r"[*_~`]+")
+_ASKING = frozenset(
+    """
+    remember recall again tell told know think mean ask asked anyway still wait guess sure
+    right okay ok yeah yes no hey hi hello please thanks thank
+    """.split()
+)
+"""Words of asking rather than of what is asked about."""
+
+
+@dataclass(frozen=True)
+class RecallPiece:
+    """One recalled piece: the message it comes from, what it is, and its text."""
+
+    index: int
+    kind: str
+    """"message" (its text), "recap" (its message recap) or "scene" (the scene recap it holds)."""
+    text: str
+    source: str
+    """Where it comes from, as the injection shows it: "scene 3 · #120 · 8 May 2023"."""
+    score: float
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a query worth searching for, in order, each once: no stopwords or words
+    of asking; a code such as "14-02-27" stays whole."""
+    found: list[str] = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group(0).strip("'’.:/-")
+        plain = word.replace("'", "").replace("’", "")
+        if len(word) < 2 and not word.isdigit():
+            continue
+        if plain in STOPWORDS or word in STOPWORDS or word in _ASKING:
+            continue
+        if word not in found:
+            found.append(word)
+    return found[:MOST_WORDS]
+
+
+def query_text(messages: Sequence[Message]) -> str:
+    """What a turn asks about: the newest user message, and the reply just before it (an
+    answer to "yes, that one" is in what it answers)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].is_user and not messages[index].is_hidden:
+            before = next(
+                (m.text for m in reversed(messages[:index]) if not m.is_user and not m.is_hidden),
+                "",
+            )
+            return f"{messages[index].text}\n{before}".strip()
+    return ""
+
+
+def recall_pieces(
+    chat: Chat,
+    hits: Sequence[tuple[int, float]],
+    query: str,
+    counter: TokenCounter,
+    *,
+    known: str = "",
+) -> list[RecallPiece]:
+    """The pieces `hits` ((message index, score), best first) give, best first: what of each
+    message is not in the prompt (its text when hidden, else its recap when hidden, else the
+    recap of the scene it ends), none that `known` (the running recap) already says."""
+    messages = chat.messages
+    asked = set(query_words(query))
+    known_words = _words(known)
+    numbers = _scene_numbers(chat)
+    pieces: list[RecallPiece] = []
+    for index, score in hits:
+        if not 0 <= index < len(messages):
+            continue
+        message = messages[index]
+        for kind, text in _texts(message):
+            if kind != "scene" and not message.is_hidden:
+                continue  # the message is in the prompt already
+            if not asked & _words(text):
+                continue
+            words = _words(text)
+            if words and len(words & known_words) >= REPEAT_SHARE * len(words):
+                continue  # the running recap says it
+            excerpt = _excerpt(text, asked, counter)
+            source = _source(message, index, numbers.get(index), kind)
+            pieces.append(RecallPiece(index, kind, excerpt, source, score))
+            break
+    return pieces
+
+
+def recall_text(
+    pieces: Sequence[RecallPiece], template: str, max_tokens: int, counter: TokenCounter
+) -> tuple[str, list[RecallPiece]]:
+    """The best pieces that fit `max_tokens` through the template (`{{recall}}`), in the order
+    they were said; and the pieces it holds."""
+    if max_tokens <= 0:
+        return "", []
+    frame = counter.count(template.replace("{{recall}}", "")) if template.strip() else 0
+    spent = frame
+    chosen: list[RecallPiece] = []
+    for piece in pieces:
+        cost = counter.count(_line(piece)) + 1
+        if spent + cost > max_tokens:
+            continue
+        chosen.append(piece)
+        spent += cost
+    if not chosen:
+        return "", []
+    chosen.sort(key=lambda p: (p.index, p.kind))
+    lines = "\n".join(_line(p) for p in chosen)
+    text = template.replace("{{recall}}", lines) if template.strip() else lines
+    return text, chosen
+
+
+def set_recall_slot(slots: ExtensionPrompts, text: str, settings: Settings) -> None:
+    """Register the recall injection (an empty one when there is nothing to recall)."""
+    slots.set(
+        RECALL_KEY,
+        text,
+        settings.recall_position,
+        settings.recall_depth,
+        settings.recall_scan,
+        settings.recall_role,
+    )
+
+
+def _texts(message: Message) -> list[tuple[str, str]]:
+    found = [("message", message.text), ("recap", get_memory(message))]
+    scene = get_data(message, "scene_recap_memory")
+    if isinstance(scene, str):
+        found.append(("scene", scene))
+    return [(kind, text) for kind, text in found if text and text.strip()]
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip("'’.:/-") for w in _WORD.findall(text.lower())} - STOPWORDS
+
+
+def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
+    """The text, or when it is long its sentences that hold a word asked about (and what
+    follows each, which often answers it), within `PIECE_TOKENS`."""
+    plain = " ".join(_MARKUP.sub("", text).split())
+    if counter.count(plain) <= PIECE_TOKENS:
+        return plain
+    sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
+    keep: list[int] = []
+    for i, sentence in enumerate(sentences):
+        if asked & _words(sentence):
+            keep.extend(j for j in (i, i + 1) if j < len(sentences) and j not in keep)
+    out: list[str] = []
+    spent = 0
+    for i in sorted(keep):
+        cost = counter.count(sentences[i]) + 1
+        if spent + cost > PIECE_TOKENS:
+            break
+        if out and i - 1 not in keep:
+            out.append("…")
+        out.append(sentences[i])
+        spent += cost
+    return " ".join(out) if out else plain[: PIECE_TOKENS * 3] + "…"
+
+
+def _source(message: Message, index: int, scene: int | None, kind: str) -> str:
+    parts = [f"scene {scene}"] if scene is not None else []
+    if kind != "scene":
+        parts.append(f"#{index}")
+    moment = message.send_time
+    if moment is not None:
+        parts.append(f"{moment.day} {moment:%B %Y}")
+    if kind == "recap":
+        parts.append("recap")
+    if kind == "scene":
+        parts.append("scene recap")
+    return " · ".join(parts)
+
+
+def _line(piece: RecallPiece) -> str:
+    return f"- [{piece.source}] {piece.text}"
+
+
+def _scene_numbers(chat: Chat) -> dict[int, int]:
+    """Each message's scene number (1-based)."""
+    numbers: dict[int, int] = {}
+    for scene in scenes(chat.messages):
+        for index in range(scene.start, scene.end + 1):
+            numbers[index] = scene.number + 1
+    return numbers

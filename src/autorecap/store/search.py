@@ -1,0 +1,106 @@
+"""Full-text search in a chat's messages, their recaps and scene recaps (the recall tier).
+
+The index is SQLite's FTS5 table `recall_index` (migration 5), kept in step with the messages
+by triggers; it is ranked by BM25. A chat file outside the store gets the same by being
+imported into an in-memory store (`SQLiteStore(":memory:")`).
+
+May import: core (for the words a query keeps) and the standard library.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from autorecap.core.recall import query_words
+
+COLUMN_WEIGHTS = (0.0, 1.0, 1.2, 0.8)
+"""BM25 weights of the index's columns: chat (never matched), text, recap, scene recap. A
+recap says the message's facts in fewer words, so a match there counts a little more."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A message that matched: its store id and how well (higher is better)."""
+
+    message_id: int
+    score: float
+
+
+def match_expression(words: list[str]) -> str:
+    """An FTS5 query matching any of `words`, each quoted (a code such as "14-02-27" is a
+    phrase of its parts)."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def chat_key(chat_id: str) -> str:
+    """The one token the index files a chat's rows under (as the migration's triggers do)."""
+    return "c" + chat_id.encode().hex().upper()
+
+
+def search(
+    db: sqlite3.Connection, chat_id: str, query: str, limit: int = 50, *, filed: bool = True
+) -> list[Hit]:
+    """The chat's messages that best match `query`, best first (none for a query of only
+    common words). `filed`: the index holds several chats, filed under their keys."""
+    words = query_words(query)
+    if not words:
+        return []
+    expression = match_expression(words)
+    if filed:
+        expression = f"chat : {chat_key(chat_id)} AND ({expression})"
+    weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    rows = db.execute(
+        f"SELECT rowid, bm25(recall_index, {weights}) AS rank FROM recall_index "
+        "WHERE recall_index MATCH ? ORDER BY rank LIMIT ?",
+        (expression, limit),
+    ).fetchall()
+    # bm25() is lower for a better match: negated, a higher score is better.
+    return [Hit(int(rowid), -float(rank)) for rowid, rank in rows]
+
+
+class MemoryIndex:
+    """The same index, in memory, for a chat outside the store (a chat file): one row per
+    message, by its place in the chat. A changed message is written again (`update`); a list
+    that changed other than at its end is read again whole (`load`)."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE recall_index USING fts5("
+            "chat, text, recap, scene, tokenize = 'unicode61 remove_diacritics 2')"
+        )
+        self.count = 0
+        """How many messages it holds (rows 1..count are messages 0..count-1)."""
+
+    def load(self, rows: list[tuple[str, str, str]]) -> None:
+        """Hold these messages' (text, recap, scene recap), in chat order, and nothing else."""
+        with self._db:
+            self._db.execute("DELETE FROM recall_index")
+            self._insert(0, rows)
+        self.count = len(rows)
+
+    def append(self, rows: list[tuple[str, str, str]]) -> None:
+        """Messages added at the end."""
+        with self._db:
+            self._insert(self.count, rows)
+        self.count += len(rows)
+
+    def update(self, index: int, row: tuple[str, str, str]) -> None:
+        """Message `index` changed."""
+        with self._db:
+            self._db.execute("DELETE FROM recall_index WHERE rowid = ?", (index + 1,))
+            self._insert(index, [row])
+
+    def search(self, query: str, limit: int = 50) -> list[tuple[int, float]]:
+        """(message index, score) of the best matches, best first."""
+        return [
+            (hit.message_id - 1, hit.score)
+            for hit in search(self._db, "", query, limit, filed=False)
+        ]
+
+    def _insert(self, first: int, rows: list[tuple[str, str, str]]) -> None:
+        self._db.executemany(
+            "INSERT INTO recall_index (rowid, chat, text, recap, scene) VALUES (?, '', ?, ?, ?)",
+            [(first + i + 1, *row) for i, row in enumerate(rows)],
+        )
