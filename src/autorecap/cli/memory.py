@@ -17,6 +17,7 @@ from autorecap.cli._app import app, err, out
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
+from autorecap.core.recall import set_recall_slot
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.session import Session
@@ -63,18 +64,31 @@ def inject(
         typer.Option("--set", help="KEY=VALUE: a setting for this run only (repeatable)."),
     ] = None,
     reserve: Annotated[int, typer.Option(help="Tokens kept free for the reply.", min=0)] = 0,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            help="What the recall tier looks for (turns it on for this run); default: the "
+            "chat's newest user message, when recall_enabled is on.",
+        ),
+    ] = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
     db: _DB = None,
 ) -> None:
     """Print the prompt SillyTavern would send for this chat, with the memory injected.
 
     Runs refresh_memory() on a copy in memory: nothing is written. The prompt goes to stdout;
-    token counts and which messages were hidden or left out go to stderr.
+    token counts, which messages were hidden or left out, and what was recalled go to stderr.
     """
     store = SQLiteStore(db) if db is not None else None
     loaded, _ = load_target(chat, store=store, lenient=lenient)
     settings = _settings_with_overrides(loaded.id, character_key_of(loaded), overrides or [])
+    if query is not None:
+        settings = settings.model_copy(update={"recall_enabled": True})
     session = Session(loaded, settings=settings)
+    if query is not None and session.enabled:
+        text, session.last_recall = session.search.recall(settings, session.counter, query)
+        set_recall_slot(session.slots, text, settings)
     user, char = user_name_of(loaded), character_name_of(loaded)
     main_prompt = (
         system.read_text(encoding="utf-8") if system is not None else DEFAULT_SYSTEM_PROMPT
@@ -120,6 +134,9 @@ def inject(
         f"{len(memory.included) if memory else 0} recap(s) in short-term memory",
         soft_wrap=True,
     )
+    if settings.recall_enabled:
+        recalled = ", ".join(f"[{p.source}]" for p in session.last_recall) or "nothing"
+        err.print(f"recalled: {escape(recalled)}", soft_wrap=True)
     if result.hidden:
         err.print(f"hidden: {_ranges(result.hidden)}", soft_wrap=True)
     if result.dropped:

@@ -7,7 +7,7 @@ import tempfile
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -38,6 +38,9 @@ from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
 from autorecap.store import SQLiteStore
+
+if TYPE_CHECKING:  # the evaluation is imported only when `eval` runs
+    from autorecap.evaluation.run import StyleRow
 
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
 
@@ -292,6 +295,13 @@ def eval_command(
         bool, typer.Option(help="Also measure each chat as the proxy sees it (no names, no dates).")
     ] = True,
     seed: Annotated[int, typer.Option(help="Seed of the generated chats.")] = 0,
+    recall: Annotated[
+        bool,
+        typer.Option(
+            help="Also measure with the recall tier: each question asked as the newest "
+            "message, the running recap and what it recalls sharing each budget."
+        ),
+    ] = True,
 ) -> None:
     """Memory quality per style of chat: scene breaks found (within 2 messages) and extra, and
     the share of the answers to questions about each chat's past that the running recap holds
@@ -311,7 +321,10 @@ def eval_command(
     if not chats:
         raise AutorecapError("no chats to measure: check --sets and --corpus")
     results = evaluate_chats(
-        chats, budgets=budget_list, progress=lambda text: err.print(f"[dim]{escape(text)}[/]")
+        chats,
+        budgets=budget_list,
+        progress=lambda text: err.print(f"[dim]{escape(text)}[/]"),
+        recall=recall,
     )
     table = Table(title="memory against the latest messages (offline engine)")
     for column in ("style", "set", "chats", "messages", "breaks found", "extra"):
@@ -320,6 +333,10 @@ def eval_command(
         table.add_column(f"recall@{budget}\nmemory / latest", justify="right")
     planted_at = 2000 if 2000 in budget_list else budget_list[0]
     table.add_column(f"planted@{planted_at}", justify="right")
+    if recall:
+        for budget in budget_list:
+            table.add_column(f"with recall\n@{budget}", justify="right")
+        table.add_column(f"planted@{planted_at}\nwith recall", justify="right")
     for row in sorted(by_style(results, budget_list), key=lambda r: (r.style, r.source)):
         found, planted = row.memory_planted[planted_at]
         table.add_row(
@@ -331,8 +348,17 @@ def eval_command(
             str(row.breaks.extra),
             *(f"{row.memory_recall[b]:.0%} / {row.baseline_recall[b]:.0%}" for b in budget_list),
             f"{found}/{planted}" if planted else "-",
+            *(_recall_cells(row, budget_list, planted_at) if recall else ()),
         )
     out.print(table)
+
+
+def _recall_cells(row: StyleRow, budgets: list[int], planted_at: int) -> list[str]:
+    found, planted = row.recall_planted.get(planted_at, (0, 0))
+    return [
+        *(f"{row.recall_recall[b]:.0%}" if b in row.recall_recall else "-" for b in budgets),
+        f"{found}/{planted}" if planted else "-",
+    ]
 
 
 @app.command()

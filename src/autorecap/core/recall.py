@@ -36,6 +36,7 @@ REPEAT_SHARE = 0.8
 _WORD = re.compile(r"[^\W_]+(?:[-'’.:/][^\W_]+)*")
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _MARKUP = re.compile(r"[*_~`]+")
+_POSSESSIVE = re.compile(r"['’]s$")
 _ASKING = frozenset(
     """
     remember recall again tell told know think mean ask asked anyway still wait guess sure
@@ -63,7 +64,7 @@ def query_words(text: str) -> list[str]:
     of asking; a code such as "14-02-27" stays whole."""
     found: list[str] = []
     for match in _WORD.finditer(text.lower()):
-        word = match.group(0).strip("'’.:/-")
+        word = _POSSESSIVE.sub("", match.group(0).strip("'’.:/-"))  # "Vane's" asks of Vane
         plain = word.replace("'", "").replace("’", "")
         if len(word) < 2 and not word.isdigit():
             continue

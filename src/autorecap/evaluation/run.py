@@ -12,6 +12,7 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from autorecap.chat_search import ChatSearch
 from autorecap.core import running
 from autorecap.core.data import NAMESPACE
 from autorecap.core.model import Chat
@@ -21,6 +22,7 @@ from autorecap.evaluation.corpus import CorpusChat
 from autorecap.evaluation.measures import (
     BreakMatch,
     answer_recall,
+    answer_words,
     latest_messages,
     match_breaks,
     planted_found,
@@ -34,6 +36,9 @@ from autorecap.recap.scenes import recap_scenes
 from autorecap.settings import Settings
 
 BUDGETS = (1000, 2000, 4000)
+RECALL_SHARE = 0.2
+"""With the recall tier on, the share of a budget that recall takes (the running recap the
+rest): 400 of 2,000 tokens."""
 
 
 @dataclass
@@ -48,6 +53,10 @@ class ChatResult:
     baseline_recall: dict[int, float] = field(default_factory=dict)
     memory_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
     baseline_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
+    recall_recall: dict[int, float] = field(default_factory=dict)
+    """budget -> answer recall of the running recap and what each question recalls, together
+    within the budget (`RECALL_SHARE` of it for recall), the question as the newest message."""
+    recall_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
     chat_tokens: int = 0
 
 
@@ -64,6 +73,8 @@ class StyleRow:
     memory_recall: dict[int, float]
     baseline_recall: dict[int, float]
     memory_planted: dict[int, tuple[int, int]]
+    recall_recall: dict[int, float] = field(default_factory=dict)
+    recall_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def copy_chat(chat: Chat) -> Chat:
@@ -95,8 +106,10 @@ def evaluate_chat(
     backend: RecapBackend | None = None,
     settings: Settings | None = None,
     counter: TokenCounter | None = None,
+    recall: bool = True,
 ) -> ChatResult:
-    """Recap one chat from scratch and measure it at each budget."""
+    """Recap one chat from scratch and measure it at each budget (and with `recall`, the
+    running recap and the recall tier together, each question asked as the newest message)."""
     settings = settings or Settings()
     counter = counter or get_counter(settings.tokenizer)
     backend = backend or OfflineBackend(counter)
@@ -108,16 +121,9 @@ def evaluate_chat(
     result = ChatResult(corpus, match_breaks(corpus.scene_starts, found))
     result.chat_tokens = sum(counter.count(m.text) for m in chat.messages)
     for budget in budgets:
-        folded = copy_chat(chat)
-        update_running_recap(
-            folded,
-            backend,
-            settings.model_copy(update={"running_scene_recap_max_tokens": budget}),
-            counter,
-            now_ms=0,
-        )
-        version = running.current(folded)
-        memory = str(version.get("content", "")) if version else ""
+        memory = _running_recap(chat, backend, settings, counter, budget)
+        if recall:
+            _measure_recall(result, chat, backend, settings, counter, budget)
         baseline = latest_messages(chat.messages, budget, counter)
         result.memory[budget] = memory
         result.memory_recall[budget] = answer_recall(corpus.questions, memory)
@@ -127,6 +133,65 @@ def evaluate_chat(
     return result
 
 
+def _running_recap(
+    chat: Chat, backend: RecapBackend, settings: Settings, counter: TokenCounter, cap: int
+) -> str:
+    """The running recap of `chat` (recapped, scenes closed) with this cap."""
+    folded = copy_chat(chat)
+    update_running_recap(
+        folded,
+        backend,
+        settings.model_copy(update={"running_scene_recap_max_tokens": cap}),
+        counter,
+        now_ms=0,
+    )
+    version = running.current(folded)
+    return str(version.get("content", "")) if version else ""
+
+
+def _measure_recall(
+    result: ChatResult,
+    chat: Chat,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    budget: int,
+) -> None:
+    """Each question asked as the newest message: the running recap at the rest of the budget
+    and what the question recalls among the messages it covers (hidden, as auto-hide would)."""
+    share = round(budget * RECALL_SHARE)
+    folded = copy_chat(chat)
+    update_running_recap(
+        folded,
+        backend,
+        settings.model_copy(update={"running_scene_recap_max_tokens": budget - share}),
+        counter,
+        now_ms=0,
+    )
+    version = running.current(folded)
+    memory = str(version.get("content", "")) if version else ""
+    for message in folded.messages[: running.covered_upto(folded) + 1]:
+        message["is_system"] = True
+    search = ChatSearch(folded)
+    asked = settings.model_copy(update={"recall_max_tokens": share})
+    recalled = {
+        q.question: search.recall(asked, counter, q.question)[0] for q in result.corpus.questions
+    }
+    scored = [
+        (q, f"{memory}\n{recalled[q.question]}")
+        for q in result.corpus.questions
+        if answer_words(q.answer)
+    ]
+    result.recall_recall[budget] = (
+        sum(answer_recall([q], text) for q, text in scored) / len(scored) if scored else 0.0
+    )
+    planted = [(q, text) for q, text in scored if q.planted]
+    result.recall_planted[budget] = (
+        sum(planted_found([q], text)[0] for q, text in planted),
+        len(planted),
+    )
+
+
 def evaluate_chats(
     chats: Sequence[CorpusChat],
     *,
@@ -134,13 +199,18 @@ def evaluate_chats(
     backend: RecapBackend | None = None,
     settings: Settings | None = None,
     progress: Callable[[str], None] | None = None,
+    recall: bool = True,
 ) -> list[ChatResult]:
     """`evaluate_chat` for each chat."""
     results = []
     for corpus in chats:
         if progress is not None:
             progress(f"{corpus.source}/{corpus.name} ({len(corpus.chat.messages)} messages)")
-        results.append(evaluate_chat(corpus, budgets=budgets, backend=backend, settings=settings))
+        results.append(
+            evaluate_chat(
+                corpus, budgets=budgets, backend=backend, settings=settings, recall=recall
+            )
+        )
     return results
 
 
@@ -173,6 +243,19 @@ def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) ->
                         sum(r.memory_planted[b][1] for r in members),
                     )
                     for b in budgets
+                },
+                {
+                    b: _pooled(members, lambda r: r.recall_recall, b)
+                    for b in budgets
+                    if all(b in r.recall_recall for r in members)
+                },
+                {
+                    b: (
+                        sum(r.recall_planted[b][0] for r in members),
+                        sum(r.recall_planted[b][1] for r in members),
+                    )
+                    for b in budgets
+                    if all(b in r.recall_planted for r in members)
                 },
             )
         )
