@@ -20,7 +20,7 @@ from autorecap.settings import Settings
 from autorecap.store.base import ChatStore
 from autorecap.store.search import MemoryIndex
 
-SEARCHED = 40
+SEARCHED = 20
 """How many matches a turn looks at (most are left out as visible or already said)."""
 
 
@@ -34,6 +34,10 @@ class ChatSearch:
         self._held: list[Message] = []
         """The messages the memory index holds, in its order."""
         self._touched: dict[int, Message] = {}
+        self._ids: dict[int, int] = {}
+        """Stored message id -> index, as last mapped (`_index_of`)."""
+        self._ids_version: int | None = -1
+        self._ids_count = -1
         self._version: int | None = None
         """The message list's `version` at the last search (it counts changes of structure)."""
         if store is None:
@@ -43,22 +47,42 @@ class ChatSearch:
         """(message index, score) of the messages that best match `query`, best first."""
         if self.store is not None:
             found = self.store.search(self.chat.id, query, limit)
-            where = {m.id: i for i, m in enumerate(self.chat.messages) if m.id is not None}
-            return [(where[mid], score) for mid, score in found if mid in where]
+            return [(i, score) for mid, score in found if (i := self._index_of(mid)) is not None]
         index = self._current_index()
         return index.search(query, limit)
 
     def recall(
-        self, settings: Settings, counter: TokenCounter, query: str | None = None
+        self,
+        settings: Settings,
+        counter: TokenCounter,
+        query: str | None = None,
+        *,
+        breaks: list[int] | None = None,
     ) -> tuple[str, list[RecallPiece]]:
         """What this turn recalls: the injection text and its pieces. `query`: what to look
-        for (default: the newest user message and the reply before it)."""
+        for (default: the newest user message and the reply before it); `breaks`: the scene
+        breaks' indexes when the caller keeps them (`MemoryState.breaks`)."""
         asked = query if query is not None else query_text(self.chat.messages)
         if not asked.strip():
             return "", []
         known = running.injection_text(self.chat, "")
-        pieces = recall_pieces(self.chat, self.hits(asked), asked, counter, known=known)
+        hits = self.hits(asked)
+        pieces = recall_pieces(self.chat, hits, asked, counter, known=known, breaks=breaks)
         return recall_text(pieces, settings.recall_template, settings.recall_max_tokens, counter)
+
+    def _index_of(self, message_id: int) -> int | None:
+        """The index of the stored message with this id: from a map of the ids, made again
+        only when a message is not where the map says (messages came or went since)."""
+        messages = self.chat.messages
+        index = self._ids.get(message_id)
+        if index is not None and index < len(messages) and messages[index].id == message_id:
+            return index
+        version = getattr(messages, "version", None)
+        if self._ids_version == version and self._ids_count == len(messages):
+            return None  # not in this chat as it is (not saved yet, or gone)
+        self._ids = {m.id: i for i, m in enumerate(messages) if m.id is not None}
+        self._ids_version, self._ids_count = version, len(messages)
+        return self._ids.get(message_id)
 
     def _current_index(self) -> MemoryIndex:
         messages = self.chat.messages

@@ -312,7 +312,8 @@ class Session:
         chat's memory is off). A refresh does this; the proxy also does it on the reply path,
         where the refresh may wait until after the reply."""
         if enabled and self.settings.recall_enabled and chat_enabled(self.settings, self.chat.id):
-            text, self.last_recall = self.search.recall(self.settings, self.counter)
+            breaks = self.state.breaks if self.state.valid else None
+            text, self.last_recall = self.search.recall(self.settings, self.counter, breaks=breaks)
             set_recall_slot(self.slots, text, self.settings)
         elif RECALL_KEY in self.slots:
             set_recall_slot(self.slots, "", self.settings)

@@ -13,13 +13,14 @@ May import: core.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat, Message
-from autorecap.core.scenes import scenes
+from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter
 from autorecap.core.words import STOPWORDS
@@ -95,14 +96,17 @@ def recall_pieces(
     counter: TokenCounter,
     *,
     known: str = "",
+    breaks: Sequence[int] | None = None,
 ) -> list[RecallPiece]:
     """The pieces `hits` ((message index, score), best first) give, best first: what of each
     message is not in the prompt (its text when hidden, else its recap when hidden, else the
-    recap of the scene it ends), none that `known` (the running recap) already says."""
+    recap of the scene it ends), none that `known` (the running recap) already says.
+    `breaks`: the scene breaks' indexes, in order, when the caller has them (a refresh keeps
+    them); else they are read from the chat."""
     messages = chat.messages
     asked = set(query_words(query))
     known_words = _words(known)
-    numbers = _scene_numbers(chat)
+    ends = list(breaks) if breaks is not None else break_indexes(messages)
     pieces: list[RecallPiece] = []
     for index, score in hits:
         if not 0 <= index < len(messages):
@@ -117,7 +121,8 @@ def recall_pieces(
             if words and len(words & known_words) >= REPEAT_SHARE * len(words):
                 continue  # the running recap says it
             excerpt = _excerpt(text, asked, counter)
-            source = _source(message, index, numbers.get(index), kind)
+            scene = bisect.bisect_left(ends, index) + 1  # breaks end scenes: theirs included
+            source = _source(message, index, scene, kind)
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
             break
     return pieces
@@ -195,8 +200,8 @@ def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
     return " ".join(out) if out else plain[: PIECE_TOKENS * 3] + "…"
 
 
-def _source(message: Message, index: int, scene: int | None, kind: str) -> str:
-    parts = [f"scene {scene}"] if scene is not None else []
+def _source(message: Message, index: int, scene: int, kind: str) -> str:
+    parts = [f"scene {scene}"]
     if kind != "scene":
         parts.append(f"#{index}")
     moment = message.send_time
@@ -211,12 +216,3 @@ def _source(message: Message, index: int, scene: int | None, kind: str) -> str:
 
 def _line(piece: RecallPiece) -> str:
     return f"- [{piece.source}] {piece.text}"
-
-
-def _scene_numbers(chat: Chat) -> dict[int, int]:
-    """Each message's scene number (1-based)."""
-    numbers: dict[int, int] = {}
-    for scene in scenes(chat.messages):
-        for index in range(scene.start, scene.end + 1):
-            numbers[index] = scene.number + 1
-    return numbers
