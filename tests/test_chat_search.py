@@ -175,12 +175,6 @@ def test_a_session_deletion_keeps_hits_on_their_messages() -> None:
     assert indexes(session.search, "wind") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat_search.py _row and recall.py query_text read Message properties (.text, "
-    ".is_user) of what may be a plain dict appended to chat.messages (which the store "
-    "accepts and refresh_memory reads): AttributeError when recall is on",
-)
 def test_a_plain_dict_appended_to_the_messages_does_not_break_a_refresh() -> None:
     chat = make_chat()
     session = Session(chat, clock=ManualClock(), settings=RECALL_ON)

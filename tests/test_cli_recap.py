@@ -366,15 +366,18 @@ def test_eval_prints_one_row_per_style_and_set(
     rows = {}
     for line in out.splitlines():
         cells = [cell.strip() for cell in re.split(r"[│|┃]", line) if cell.strip()]
-        if len(cells) == 9 and cells[1] == "generated":
+        if len(cells) == 12 and cells[1] == "generated":
             rows[cells[0]] = cells
     assert set(rows) == {"narrated", "group", "proxy"}
     for cells in rows.values():
         assert re.fullmatch(r"\d+/\d+ \(\d+%\)", cells[4])  # breaks found
         assert cells[5].isdigit()  # extra
-        for cell in cells[6:8]:
+        for cell, with_recall in zip(cells[6:8], cells[9:11], strict=True):
             memory, latest = (int(x.strip(" %")) for x in cell.split("/"))
             assert memory > latest  # the memory beats the latest messages at each budget
+            # and the questions asked as the newest message recall more in the same budget
+            assert int(with_recall.strip(" %")) >= memory
+        assert re.fullmatch(r"\d+/\d+", cells[11])  # planted facts with recall
     assert "generated/generated-narrated-0 (600 messages)" in err
 
 

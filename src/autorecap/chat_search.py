@@ -75,12 +75,12 @@ class ChatSearch:
         only when a message is not where the map says (messages came or went since)."""
         messages = self.chat.messages
         index = self._ids.get(message_id)
-        if index is not None and index < len(messages) and messages[index].id == message_id:
+        if index is not None and index < len(messages) and _id(messages[index]) == message_id:
             return index
         version = getattr(messages, "version", None)
         if self._ids_version == version and self._ids_count == len(messages):
             return None  # not in this chat as it is (not saved yet, or gone)
-        self._ids = {m.id: i for i, m in enumerate(messages) if m.id is not None}
+        self._ids = {mid: i for i, m in enumerate(messages) if (mid := _id(m)) is not None}
         self._ids_version, self._ids_count = version, len(messages)
         return self._ids.get(message_id)
 
@@ -119,5 +119,14 @@ class ChatSearch:
 
 
 def _row(message: Message) -> tuple[str, str, str]:
+    text = message.get("mes")  # read as a plain dict may be, which the list can hold
     scene = get_data(message, "scene_recap_memory")
-    return message.text, get_memory(message) or "", scene if isinstance(scene, str) else ""
+    return (
+        text if isinstance(text, str) else "",
+        get_memory(message) or "",
+        scene if isinstance(scene, str) else "",
+    )
+
+
+def _id(message: Message) -> int | None:
+    return message.id if isinstance(message, Message) else None

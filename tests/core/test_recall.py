@@ -246,11 +246,6 @@ def test_a_long_message_with_many_matches_stays_within_piece_tokens() -> None:
     assert COUNTER.count(found.text) <= PIECE_TOKENS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recall.py _excerpt: when the first sentence to keep is longer than PIECE_TOKENS "
-    "nothing is kept and the fallback is the start of the whole message, without the asked word",
-)
 def test_a_long_sentence_is_cut_around_the_asked_word() -> None:
     filler = ", ".join(["the deck creaked as the crew hauled ropes and the wind pushed"] * 8)
     text = f"Short intro here. {filler} and then Mira hid the astrolabe in the galley."
@@ -259,12 +254,6 @@ def test_a_long_sentence_is_cut_around_the_asked_word() -> None:
     assert "astrolabe" in found.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='recall.py _words keeps "kessler\'s" whole in the message while the FTS index '
-    'finds it by "kessler" (and query_words asks of "kessler"), so the hit is dropped '
-    "for holding no asked word",
-)
 def test_a_name_in_the_possessive_is_recalled() -> None:
     chat = chat_of(message("Kessler's orders were to hold the pass.", hidden=True))
     assert len(recall_pieces(chat, [(0, 1.0)], "Who is Kessler?", COUNTER)) == 1

@@ -182,12 +182,6 @@ def test_chats_are_kept_apart(store: SQLiteStore) -> None:
     assert found(store, "not stored", "astrolabe") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="search.py: the query's words are not kept to the text/recap/scene columns, so a "
-    "word equal to the chat's key ('c' + hex of its id: chat 'A' is 'c41') matches every "
-    "message of the chat",
-)
 def test_a_word_that_spells_the_chat_key_matches_only_messages_that_hold_it(
     store: SQLiteStore,
 ) -> None:

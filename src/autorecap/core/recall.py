@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from autorecap.core.data import get_data, get_memory
+from autorecap.core.dates import parse_send_date
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
@@ -37,6 +40,7 @@ REPEAT_SHARE = 0.8
 _WORD = re.compile(r"[^\W_]+(?:[-'’.:/][^\W_]+)*")
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _MARKUP = re.compile(r"[*_~`]+")
+_TOKEN = re.compile(r"[^\W_]+")
 _POSSESSIVE = re.compile(r"['’]s$")
 _ASKING = frozenset(
     """
@@ -80,13 +84,34 @@ def query_text(messages: Sequence[Message]) -> str:
     """What a turn asks about: the newest user message, and the reply just before it (an
     answer to "yes, that one" is in what it answers)."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].is_user and not messages[index].is_hidden:
+        if _is_user(messages[index]) and not _hidden(messages[index]):
             before = next(
-                (m.text for m in reversed(messages[:index]) if not m.is_user and not m.is_hidden),
+                (
+                    _text(m)
+                    for m in reversed(messages[:index])
+                    if not _is_user(m) and not _hidden(m)
+                ),
                 "",
             )
-            return f"{messages[index].text}\n{before}".strip()
+            return f"{_text(messages[index])}\n{before}".strip()
     return ""
+
+
+# A plain dict may stand in the list for a message (the store and the refresh take them): read
+# what is needed the way both are read.
+
+
+def _is_user(message: Mapping[str, Any]) -> bool:
+    return bool(message.get("is_user"))
+
+
+def _hidden(message: Mapping[str, Any]) -> bool:
+    return bool(message.get("is_system"))
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    value = message.get("mes")
+    return value if isinstance(value, str) else ""
 
 
 def recall_pieces(
@@ -104,7 +129,7 @@ def recall_pieces(
     `breaks`: the scene breaks' indexes, in order, when the caller has them (a refresh keeps
     them); else they are read from the chat."""
     messages = chat.messages
-    asked = set(query_words(query))
+    asked = _asked(query)
     known_words = _words(known)
     ends = list(breaks) if breaks is not None else break_indexes(messages)
     pieces: list[RecallPiece] = []
@@ -113,7 +138,7 @@ def recall_pieces(
             continue
         message = messages[index]
         for kind, text in _texts(message):
-            if kind != "scene" and not message.is_hidden:
+            if kind != "scene" and not _hidden(message):
                 continue  # the message is in the prompt already
             if not asked & _words(text):
                 continue
@@ -165,7 +190,7 @@ def set_recall_slot(slots: ExtensionPrompts, text: str, settings: Settings) -> N
 
 
 def _texts(message: Message) -> list[tuple[str, str]]:
-    found = [("message", message.text), ("recap", get_memory(message))]
+    found = [("message", _text(message)), ("recap", get_memory(message))]
     scene = get_data(message, "scene_recap_memory")
     if isinstance(scene, str):
         found.append(("scene", scene))
@@ -173,12 +198,22 @@ def _texts(message: Message) -> list[tuple[str, str]]:
 
 
 def _words(text: str) -> set[str]:
-    return {w.strip("'’.:/-") for w in _WORD.findall(text.lower())} - STOPWORDS
+    """A text's words as the index reads them: runs of letters and digits, lower case, accents
+    folded ("Kessler's" holds "kessler", "14/02/27" holds "14", "02" and "27")."""
+    folded = unicodedata.normalize("NFKD", text.lower())
+    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return set(_TOKEN.findall(plain)) - STOPWORDS
+
+
+def _asked(query: str) -> set[str]:
+    """The words of a query, as `_words` reads a text."""
+    return set().union(*(_words(word) for word in query_words(query)))
 
 
 def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
     """The text, or when it is long its sentences that hold a word asked about (and what
-    follows each, which often answers it), within `PIECE_TOKENS`."""
+    follows each, which often answers it), within `PIECE_TOKENS`; a sentence too long for
+    that is cut around the first word asked."""
     plain = " ".join(_MARKUP.sub("", text).split())
     if counter.count(plain) <= PIECE_TOKENS:
         return plain
@@ -192,19 +227,38 @@ def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
     for i in sorted(keep):
         cost = counter.count(sentences[i]) + 1
         if spent + cost > PIECE_TOKENS:
+            if not out:
+                out.append(_around(sentences[i], asked, counter))
             break
         if out and i - 1 not in keep:
             out.append("…")
         out.append(sentences[i])
         spent += cost
-    return " ".join(out) if out else plain[: PIECE_TOKENS * 3] + "…"
+    return " ".join(out) if out else _around(plain, asked, counter)
+
+
+def _around(text: str, asked: set[str], counter: TokenCounter) -> str:
+    """The words of `text` around the first one asked about, within `PIECE_TOKENS`."""
+    words = text.split()
+    at = next((i for i, w in enumerate(words) if asked & _words(w)), 0)
+    low, high = at, at + 1
+    while True:
+        grown = False
+        for low_next, high_next in ((low - 1, high), (low, high + 1)):
+            if low_next >= 0 and high_next <= len(words):
+                piece = " ".join(words[low_next:high_next])
+                if counter.count(piece) + 2 <= PIECE_TOKENS:
+                    low, high, grown = low_next, high_next, True
+        if not grown:
+            break
+    return ("…" if low else "") + " ".join(words[low:high]) + ("…" if high < len(words) else "")
 
 
 def _source(message: Message, index: int, scene: int, kind: str) -> str:
     parts = [f"scene {scene}"]
     if kind != "scene":
         parts.append(f"#{index}")
-    moment = message.send_time
+    moment = parse_send_date(message.get("send_date"))
     if moment is not None:
         parts.append(f"{moment.day} {moment:%B %Y}")
     if kind == "recap":

@@ -46,7 +46,8 @@ def search(
     words = query_words(query)
     if not words:
         return []
-    expression = match_expression(words)
+    # Only the text columns: a word could spell a chat's key.
+    expression = f"{{text recap scene}} : ({match_expression(words)})"
     if filed:
         expression = f"chat : {chat_key(chat_id)} AND ({expression})"
     weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
