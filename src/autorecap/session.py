@@ -49,7 +49,9 @@ class Session:
     """One chat, open, with its memory kept up to date. See the module docstring.
 
     `target` is a chat file, the id of a stored chat, an `OpenChat`, or a `Chat` (then nothing
-    is saved: a dry run, as `autorecap inject` does).
+    is saved: a dry run, as `autorecap inject` does). `indexed_in`: the store a `Chat` was
+    loaded from, whose full-text index the recall tier then searches (else the chat gets an
+    index of its own in memory).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Session:
         character_key: str | None = None,
         group_id: str | None = None,
         save_debounce_ms: int | None = None,
+        indexed_in: ChatStore | None = None,
     ) -> None:
         self.profiles = profiles if profiles is not None else Profiles()
         self.clock: Clock = clock if clock is not None else ThreadClock()
@@ -83,7 +86,8 @@ class Session:
         )
         self.slots = ExtensionPrompts()
         self.state = MemoryState()
-        self.search = ChatSearch(self.chat, self.open.store if self.open is not None else None)
+        stored_in = self.open.store if self.open is not None else indexed_in
+        self.search = ChatSearch(self.chat, stored_in)
         self.last_recall: list[RecallPiece] = []
         """What the last refresh recalled (the recall tier, when it is on)."""
         self.settings = self._load_settings()

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from autorecap.core.data import set_data
+from autorecap.core.recall import RECALL_KEY
 from autorecap.core.slots import SHORT_KEY
 from autorecap.jobs.runner import WorkerStats
 from autorecap.profiles import Profiles
@@ -451,6 +452,42 @@ def test_preview_marks_memory_placed_inside_the_history(client: TestClient) -> N
     history = [m["content"] for m in messages if not m["injected"]]
     texts = [m["text"] for m in _all_messages(client) if not m["hidden"]]
     assert history == texts[len(texts) - len(history) :]
+
+
+def test_preview_shows_what_a_question_recalls_and_why(client: TestClient) -> None:
+    recapped(client)
+    asked = "What did the violet lens from Mother Quillon cost?"
+    preview = client.get(url(CHAT, "/preview"), params={"query": asked}).json()
+    recall = preview["recall"]
+    assert recall["enabled"] is False  # the tier is off: the preview still shows what it finds
+    assert recall["query"] == asked
+    pieces = recall["pieces"]
+    assert pieces
+    assert all(p["score"] > 0 for p in pieces)
+    assert all(p["source"].startswith("scene ") for p in pieces)
+    lens = next(p for p in pieces if "Nine crowns" in p["text"])
+    assert lens["kind"] == "message"
+    assert f"#{lens['index']}" in lens["source"]
+    assert lens["index"] in preview["hidden"]  # recalled because it is not in the prompt
+    placed = next(i for i in preview["injections"] if i["key"] == RECALL_KEY)
+    assert (placed["position"], placed["depth"], placed["role"]) == ("in_chat", 1, "system")
+    assert "Nine crowns" in placed["text"]
+    injected = [m["content"] for m in preview["messages"] if m["injected"]]
+    assert placed["text"].strip() in injected
+    assert preview["messages"][-2]["content"] == placed["text"].strip()  # before the newest
+
+
+def test_preview_without_a_query_recalls_only_with_the_tier_on(client: TestClient) -> None:
+    recapped(client)
+    off = client.get(url(CHAT, "/preview")).json()
+    assert off["recall"]["pieces"] == []
+    assert RECALL_KEY not in [i["key"] for i in off["injections"]]
+    Profiles().set("recall_enabled", True)
+    on = client.get(url(CHAT, "/preview")).json()
+    assert on["recall"]["enabled"] is True
+    assert on["recall"]["query"]  # the newest user message, and the reply before it
+    keys = [i["key"] for i in on["injections"]]
+    assert (RECALL_KEY in keys) == bool(on["recall"]["pieces"])
 
 
 def test_preview_follows_the_context_size(client: TestClient) -> None:

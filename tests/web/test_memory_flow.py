@@ -183,3 +183,23 @@ def test_an_unknown_chat_says_so(page: Page, server: Proxy) -> None:
     expect(page.get_by_role("alert")).to_contain_text("no such chat")
     page.get_by_role("link", name="Back to the chats").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Chats")
+
+
+def test_the_preview_shows_what_a_question_recalls(
+    page: Page, server: Proxy, recapped: str, shot: Callable[[Page, str], None]
+) -> None:
+    page.goto(chat_url(server, recapped, "preview"))
+    expect(page.locator("#preview-recall")).to_contain_text("Recall is off")
+    expect(page.locator(".recall-piece")).to_have_count(0)
+
+    page.get_by_label("Recall for").fill("What did the violet lens from Mother Quillon cost?")
+    page.get_by_label("Recall for").press("Enter")
+    pieces = page.locator(".recall-piece")
+    expect(pieces.first).to_be_visible()
+    lens = pieces.filter(has_text="Nine crowns")
+    expect(lens).to_have_count(1)
+    expect(lens).to_contain_text("scene ")
+    expect(lens).to_contain_text("score ")
+    # Placed in the prompt just before the newest message, marked as injected.
+    expect(page.locator(".pmsg.injected").filter(has_text="Nine crowns")).to_have_count(1)
+    shot(page, "preview-recall")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_text, history_from_chat
+from autorecap.core.recall import query_text, set_recall_slot
 from autorecap.core.slots import Position, Role
 from autorecap.server.api import Owner, Registry
 from autorecap.server.api_views import open_chat
@@ -73,11 +74,24 @@ def preview(
     context_size: Annotated[
         int | None, Query(ge=1, description="Tokens (default: the server's, else the setting).")
     ] = None,
+    query: Annotated[
+        str | None,
+        Query(
+            max_length=20_000,
+            description="What the recall tier looks for (shown even when the tier is off); "
+            "default: the newest user message, when the tier is on.",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """What would go upstream for this chat now, after a refresh, with its settings (the
-    history and the memory; the client's own system prompt is not known here)."""
+    history and the memory; the client's own system prompt is not known here), and what the
+    recall tier brought back, with each piece's score and source."""
     with open_chat(scope, registry, chat) as session:
         session.reload_settings()  # refreshes too
+        pieces = session.last_recall
+        if query is not None and query.strip():
+            text, pieces = session.search.recall(session.settings, session.counter, query)
+            set_recall_slot(session.slots, text if session.enabled else "", session.settings)
         loaded = session.chat
         size = context_size or registry.context_size or session.settings.context_size
         history = history_from_chat(loaded.messages, group=loaded.is_group and format == "messages")
@@ -123,6 +137,20 @@ def preview(
                 "context_size": size,
             },
             enabled=session.enabled,
+            recall={
+                "enabled": session.settings.recall_enabled,
+                "query": query if query is not None else query_text(loaded.messages),
+                "pieces": [
+                    {
+                        "index": piece.index,
+                        "kind": piece.kind,
+                        "source": piece.source,
+                        "score": round(piece.score, 3),
+                        "text": piece.text,
+                    }
+                    for piece in pieces
+                ],
+            },
         )
         return answer
 

@@ -206,7 +206,7 @@ class ChatRegistry:
             unsaved = Unsaved()
             chat.listeners.append(unsaved.remember)
             owner = owner_of(chat_id, self.keys_on)
-            session = Session(chat, profiles=self.profiles_for(owner))
+            session = Session(chat, profiles=self.profiles_for(owner), indexed_in=self.store)
             with self._guard:
                 self._unsaved[chat_id] = unsaved
                 self._sessions[chat_id] = session

@@ -21,6 +21,18 @@ export class PreviewPanel {
         this.refresh();
       }
     });
+    this.query = h("input", {
+      type: "search",
+      id: "preview-query",
+      placeholder: "newest user message",
+      "aria-describedby": "preview-query-help",
+    });
+    this.query.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        this.refresh();
+      }
+    });
     this.body = h("div", { class: "preview-body", "aria-live": "polite", "aria-busy": "false" });
     this.el = h(
       "section",
@@ -36,6 +48,17 @@ export class PreviewPanel {
         { class: "inline-field" },
         h("label", { for: "preview-context" }, "Context size"),
         this.contextSize,
+      ),
+      h(
+        "div",
+        { class: "inline-field" },
+        h("label", { for: "preview-query" }, "Recall for"),
+        this.query,
+      ),
+      h(
+        "p",
+        { class: "muted", id: "preview-query-help" },
+        "What the recall tier looks for in the hidden messages and recaps (try a question about the past).",
       ),
       this.body,
     );
@@ -56,6 +79,7 @@ export class PreviewPanel {
     try {
       data = await api.get(chatPath(this.view.chat, "preview"), {
         context_size: this.contextSize.value || null,
+        query: this.query.value.trim() || null,
       });
     } catch (error) {
       fill(this.body, h("p", { class: "field-error" }, error.message));
@@ -154,6 +178,37 @@ export class PreviewPanel {
         ),
       );
     }
-    fill(this.body, summary, list);
+    fill(this.body, summary, this.recalled(data.recall), list);
+  }
+
+  recalled(recall) {
+    if (!recall) return null;
+    const pieces = recall.pieces || [];
+    const state = recall.enabled ? "Recall is on" : "Recall is off (shown for the query above)";
+    return h(
+      "section",
+      { class: "recall", id: "preview-recall", "aria-label": "Recalled" },
+      h("h3", {}, `Recalled: ${pieces.length} piece${pieces.length === 1 ? "" : "s"}`),
+      h("p", { class: "muted" }, recall.query ? `${state}; looked for: “${recall.query.slice(0, 160)}”` : state),
+      pieces.length
+        ? h(
+            "ol",
+            { class: "recall-pieces" },
+            pieces.map((piece) =>
+              h(
+                "li",
+                { class: `recall-piece kind-${piece.kind}` },
+                h(
+                  "div",
+                  { class: "pmsg-head" },
+                  h("span", { class: "mono" }, piece.source),
+                  h("span", { class: "badge", title: "BM25 score: higher matched better" }, `score ${piece.score}`),
+                ),
+                h("div", { class: "pmsg-content" }, piece.text),
+              ),
+            ),
+          )
+        : h("p", {}, "Nothing hidden matches."),
+    );
   }
 }
