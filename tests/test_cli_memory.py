@@ -441,3 +441,49 @@ def test_versions_that_fails_leaves_the_file_as_it_was(
     code, out, err = run(capsys, "versions", option, value, str(mira))
     assert code == 1, out + err
     assert mira.read_bytes() == before
+
+
+@pytest.fixture
+def recapped_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    path = tmp_path / "sample.jsonl"
+    shutil.copy(sample_chat_path(), path)
+    code, _, err = run(capsys, "recap", str(path))
+    assert code == 0, err
+    return path
+
+
+def test_inject_query_recalls_a_hidden_message_and_says_so(
+    capsys: pytest.CaptureFixture[str], recapped_sample: Path
+) -> None:
+    before = recapped_sample.read_bytes()
+    code, out, err = run(
+        capsys, "inject", str(recapped_sample), "--query", "What did the violet lens cost?"
+    )
+    assert code == 0, err
+    recalled = [m for m in json.loads(out) if m["content"].startswith("Earlier in this chat")]
+    assert len(recalled) == 1
+    assert "Nine crowns" in recalled[0]["content"]
+    assert re.search(r"recalled: \[scene \d+ · #\d+ · ", err)
+    assert recapped_sample.read_bytes() == before  # inject never writes
+
+    code, out, err = run(capsys, "inject", str(recapped_sample))  # the tier is off by default
+    assert code == 0, err
+    assert "Earlier in this chat" not in out
+    assert "recalled:" not in err
+
+
+def test_remember_pins_lists_and_forgets(
+    capsys: pytest.CaptureFixture[str], recapped_sample: Path
+) -> None:
+    assert run(capsys, "remember", str(recapped_sample), "14")[0] == 0
+    code, out, _ = run(capsys, "remember", str(recapped_sample))
+    assert code == 0
+    assert out.startswith("#14: ")
+    code, out, err = run(capsys, "inject", str(recapped_sample), "--set", "long_term_enabled=true")
+    assert code == 0, err
+    assert any(m["content"].startswith("Things to remember") for m in json.loads(out))
+    assert run(capsys, "remember", str(recapped_sample), "14", "--forget")[0] == 0
+    assert "no message is pinned" in run(capsys, "remember", str(recapped_sample))[1]
+    code, _, err = run(capsys, "remember", str(recapped_sample), "999")
+    assert code != 0
+    assert "no message 999" in err

@@ -22,6 +22,7 @@ DEFAULT_RUNNING_TEMPLATE: Final = (
 )
 """The seeds' default running-recap template (seed 001)."""
 DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
+DEFAULT_LONG_TERM_TEMPLATE: Final = "Things to remember from this chat:\n{{memories}}"
 DEFAULT_RECALL_TEMPLATE: Final = (
     "Earlier in this chat, what may matter to the newest message (where each comes from in "
     "brackets):\n{{recall}}"
@@ -144,6 +145,21 @@ class Settings(BaseModel):
     message_recap_depth: _Depth = Field(4, description="Depth for position 1 (in chat).")
     message_recap_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
     message_recap_scan: bool = Field(False, description="Let World Info scan the recaps.")
+    # --- the long-term tier: message recaps the user pinned (seed 003; off by default) ---
+    long_term_enabled: bool = Field(
+        False,
+        description="Inject the recaps of the messages you pinned (remember), in their own slot.",
+    )
+    long_term_max_tokens: int = Field(
+        500, ge=0, le=20_000, description="Longest long-term injection (the newest pins kept)."
+    )
+    long_term_template: str = Field(
+        DEFAULT_LONG_TERM_TEMPLATE, description="Injection text; {{memories}} is the pinned recaps."
+    )
+    long_term_position: Position = Field(0, description="Like running_scene_recap_position.")
+    long_term_depth: _Depth = Field(2, description="Depth for position 1 (in chat).")
+    long_term_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
+    long_term_scan: bool = Field(False, description="Let World Info scan the pinned recaps.")
     # --- the recall tier: past pieces the newest message asks about (off by default) ---
     recall_enabled: bool = Field(
         False,

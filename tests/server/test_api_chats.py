@@ -454,6 +454,24 @@ def test_preview_marks_memory_placed_inside_the_history(client: TestClient) -> N
     assert history == texts[len(texts) - len(history) :]
 
 
+def test_a_message_is_pinned_and_unpinned(client: TestClient) -> None:
+    recapped(client)
+    pinned = client.patch(url(CHAT, "/messages/14"), json={"remember": True})
+    assert pinned.status_code == 200
+    assert pinned.json()["remember"] is True
+    Profiles().set("long_term_enabled", True)
+    preview = client.get(url(CHAT, "/preview")).json()
+    long = next(i for i in preview["injections"] if i["key"] == "auto_recap_memory_long")
+    assert pinned.json()["recap"] in long["text"]
+    assert (
+        client.patch(url(CHAT, "/messages/14"), json={"remember": False}).json()["remember"]
+        is False
+    )
+    keys = [i["key"] for i in client.get(url(CHAT, "/preview")).json()["injections"]]
+    assert "auto_recap_memory_long" not in keys
+    error_of(client.patch(url(CHAT, "/messages/14"), json={"remember": "maybe"}), 422, "remember")
+
+
 def test_preview_shows_what_a_question_recalls_and_why(client: TestClient) -> None:
     recapped(client)
     asked = "What did the violet lens from Mother Quillon cost?"

@@ -203,3 +203,35 @@ def test_the_preview_shows_what_a_question_recalls(
     # Placed in the prompt just before the newest message, marked as injected.
     expect(page.locator(".pmsg.injected").filter(has_text="Nine crowns")).to_have_count(1)
     shot(page, "preview-recall")
+
+
+def test_a_pinned_recap_goes_into_the_long_term_slot(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    assert api.patch("/settings", json={"long_term_enabled": True}).status_code == 200
+    try:
+        _pin_and_unpin(page, server, api, recapped)
+    finally:  # the server is shared with the other tests
+        api.patch("/settings", json={"long_term_enabled": False})
+
+
+def _pin_and_unpin(page: Page, server: Proxy, api: httpx.Client, recapped: str) -> None:
+    page.goto(chat_url(server, recapped, message=14))
+    row = page.locator(".msg-row[data-index='14']")
+    remember = row.get_by_role("button", name="Remember message 14 in long-term memory")
+    expect(remember).to_have_attribute("aria-pressed", "false")
+    remember.click()
+    expect(remember).to_have_attribute("aria-pressed", "true")
+    expect(row.locator(".badge", has_text="pinned")).to_be_visible()
+    assert api.get(f"/chats/{quote(recapped)}/messages/14").json()["remember"] is True
+    recap = api.get(f"/chats/{quote(recapped)}/messages/14").json()["recap"]
+
+    page.get_by_role("tab", name="Prompt preview").click()
+    expect(page.locator(".injections")).to_contain_text("auto_recap_memory_long")
+    expect(page.locator(".pmsg.injected").filter(has_text="Things to remember")).to_contain_text(
+        recap[:40]
+    )
+    page.get_by_role("tab", name="Memory").click()
+    row.get_by_role("button", name="Remember message 14 in long-term memory").click()
+    expect(row.locator(".badge", has_text="pinned")).to_have_count(0)
+    assert api.get(f"/chats/{quote(recapped)}/messages/14").json()["remember"] is False

@@ -26,6 +26,7 @@ from autorecap.cli._app import app, err, out
 from autorecap.core import running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
+from autorecap.core.pins import pinned_indexes, set_pinned
 from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible, unmark_break
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
@@ -249,6 +250,38 @@ def scenes_command(
     else:
         (store or SQLiteStore()).save(loaded, changed=[message])
     out.print(f"{action.value}: message {index}")
+
+
+@app.command()
+def remember(
+    chat: _CHAT_ARG,
+    index: Annotated[
+        int | None, typer.Argument(help="Message index (0-based); none: list the pinned ones.")
+    ] = None,
+    forget: Annotated[bool, typer.Option("--forget", help="Unpin the message.")] = False,
+    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+) -> None:
+    """Pin message N's recap in the long-term tier ("remember this"), unpin it (--forget), or
+    list the pinned messages. The tier injects them with `long_term_enabled` on."""
+    store = SQLiteStore(db) if db is not None else None
+    loaded, from_file = load_target(chat, store=store)
+    if index is None:
+        pinned = pinned_indexes(loaded.messages)
+        for i in pinned:
+            out.print(f"#{i}: {escape(get_memory(loaded.messages[i]) or loaded.messages[i].text)}")
+        if not pinned:
+            out.print("no message is pinned")
+        return
+    count = len(loaded.messages)
+    if not 0 <= index < count:
+        raise AutorecapError(f"no message {index}: the chat has {count} (0 to {count - 1})")
+    message = loaded.messages[index]
+    set_pinned(message, not forget)
+    if from_file:
+        write_chat(loaded)
+    else:
+        (store or SQLiteStore()).save(loaded, changed=[message])
+    out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
 
 
 def _print_scenes(chat: object) -> None:

@@ -1,5 +1,6 @@
 """`refresh_memory()` and its stages (seeds 000-003): auto-hide, `chat_enabled()`, inclusion
-flags, the running recap through its template, and the extension prompt slots.
+flags, the running recap through its template, the opt-in short-term and long-term tiers, and
+the extension prompt slots.
 
 The seed recomputes everything on every refresh and re-tokenizes a growing concatenation, which
 is quadratic in the chat's length. Here the result is the same (SPEC-NOTES §4.2) but:
@@ -20,6 +21,7 @@ from autorecap.core import running
 from autorecap.core.autohide import HideChange, apply_auto_hide, hide_boundary, is_visible_break
 from autorecap.core.data import INCLUDED, get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
+from autorecap.core.pins import LONG_KEY, long_term_text
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY, ExtensionPrompts, Position
 from autorecap.core.tokens import TokenCounter
 from autorecap.settings import Settings, chat_enabled
@@ -159,8 +161,9 @@ def refresh_memory(
     # 2. chat_enabled(): when disabled, the slot is set to "" and "" is returned (seed 000)
     if not chat_enabled(settings, chat.id):
         slots.set(SCENE_KEY, "", Position.IN_PROMPT, 0)
-        if SHORT_KEY in slots:
-            slots.set(SHORT_KEY, "", Position.IN_PROMPT, 0)
+        for key in (SHORT_KEY, LONG_KEY):
+            if key in slots:
+                slots.set(key, "", Position.IN_PROMPT, 0)
         state.touched.clear()
         return RefreshResult("", False, hide_changes=hide_changes, full=full)
     # 3. inclusion flags (seed 002)
@@ -190,6 +193,21 @@ def refresh_memory(
         )
     elif SHORT_KEY in slots:
         slots.set(SHORT_KEY, "", settings.message_recap_position, settings.message_recap_depth)
+    # the long-term tier (seed 003): the pinned recaps, opt-in
+    if settings.long_term_enabled:
+        long_text, _ = long_term_text(
+            chat.messages, settings.long_term_template, settings.long_term_max_tokens, counter
+        )
+        slots.set(
+            LONG_KEY,
+            long_text,
+            settings.long_term_position,
+            settings.long_term_depth,
+            settings.long_term_scan,
+            settings.long_term_role,
+        )
+    elif LONG_KEY in slots:
+        slots.set(LONG_KEY, "", settings.long_term_position, settings.long_term_depth)
     return RefreshResult(text, True, included, hide_changes, written, full, short_text)
 
 

@@ -26,6 +26,7 @@ from autorecap.core.data import (
     set_data,
     update_data,
 )
+from autorecap.core.pins import set_pinned
 from autorecap.core.scenes import scenes
 from autorecap.errors import ChatFileError, LineProblem
 from autorecap.jobs.handlers import MESSAGE_PRIORITY, enqueue_pipeline
@@ -353,22 +354,30 @@ class MessagePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     recap: str = Field("", description="The recap, as the user wrote it (kept: `edited`).")
     exclude: bool = Field(False, description="Leave the message out of memory.")
+    remember: bool = Field(
+        False, description="Pin the message's recap in the long-term tier (long_term_enabled)."
+    )
 
 
 @router.patch("/chats/{chat}/messages/{index}")
 def patch_message(
     chat: str, index: int, body: MessagePatch, scope: Owner, registry: Registry
 ) -> dict[str, Any]:
-    """Edit a message's recap, or exclude it from memory (or include it again)."""
+    """Edit a message's recap, exclude it from memory (or include it again), or pin it."""
     given = body.model_fields_set
     if not given:
-        raise ApiError('send {"recap": "text"} and/or {"exclude": true|false}', field="body")
+        raise ApiError(
+            'send {"recap": "text"}, {"exclude": true|false} and/or {"remember": true|false}',
+            field="body",
+        )
     with open_chat(scope, registry, chat) as session:
         message = message_at(session, index)
         if "recap" in given:
             edit_memory(message, body.recap)
         if "exclude" in given:
             set_data(message, "exclude", body.exclude)
+        if "remember" in given:
+            set_pinned(message, body.remember)
         session.refresh()
         return message_json(session.chat.messages, index, SceneNames(session.chat.messages))
 

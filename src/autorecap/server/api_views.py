@@ -14,6 +14,7 @@ from autorecap.core.autohide import MARK
 from autorecap.core.data import INCLUDED, get_data, get_memory
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
+from autorecap.core.pins import is_pinned
 from autorecap.core.scenes import (
     BREAK_CAUSES,
     Scene,
@@ -178,6 +179,7 @@ def message_json(messages: Sequence[Message], index: int, names: SceneNames) -> 
         "status": message_status(message),
         "error": str(error) if error else None,
         "exclude": bool(get_data(message, "exclude")),
+        "remember": is_pinned(message),
         "edited": bool(get_data(message, "edited")),
         "scene_break": break_json(message, names.name(index)) if is_break(message) else None,
     }

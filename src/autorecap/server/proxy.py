@@ -17,6 +17,7 @@ from typing import Any
 
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import learn_names, names_from_request, names_known
+from autorecap.core.pins import LONG_KEY
 from autorecap.core.recall import RECALL_KEY
 from autorecap.core.reconcile import Plan, plan
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
@@ -49,7 +50,7 @@ from autorecap.store.migrations import StaleChatError
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
-INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, RECALL_KEY)
+INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, LONG_KEY, RECALL_KEY)
 """The slots whose text the proxy puts in, which a client may send back."""
 log = logging.getLogger("autorecap.server")
 SAVE_TRIES = 4

@@ -357,6 +357,16 @@ export class ChatView {
     this.changed();
   }
 
+  async toggleRemember(index) {
+    const message = this.cache.get(index);
+    const updated = await this.act(() =>
+      api.patch(chatPath(this.chat, "messages", index), { remember: !message.remember }),
+    );
+    this.cache.set(updated);
+    this.list.refreshRow(index);
+    this.changed();
+  }
+
   async markBreak(index) {
     const data = await this.act(() => api.post(chatPath(this.chat, "scenes"), { index }), `Scene break after message ${index}`);
     this.showScenes(data.scenes);

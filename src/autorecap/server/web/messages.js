@@ -101,6 +101,7 @@ function recapBlock(message, view) {
       label,
       message.edited ? h("span", { class: "badge" }, "edited") : null,
       message.exclude ? h("span", { class: "badge" }, "excluded by you") : null,
+      message.remember ? h("span", { class: "badge badge-on" }, "pinned") : null,
       editing
         ? null
         : h(
@@ -125,6 +126,17 @@ function recapBlock(message, view) {
                 onclick: () => view.toggleExclude(i),
               },
               "Exclude",
+            ),
+            h(
+              "button",
+              {
+                type: "button",
+                "aria-pressed": message.remember ? "true" : "false",
+                "aria-label": `Remember message ${i} in long-term memory`,
+                title: "Pinned recaps are injected on every turn when the long-term tier is on",
+                onclick: () => view.toggleRemember(i),
+              },
+              "Remember",
             ),
             message.scene_break
               ? null
