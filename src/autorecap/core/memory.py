@@ -171,44 +171,42 @@ def refresh_memory(
     state.valid = True
     # 4-5. the running recap through its template, registered in its slot
     text = running.injection_text(chat, settings.running_scene_recap_template)
-    slots.set(
-        SCENE_KEY,
-        text,
-        settings.running_scene_recap_position,
-        settings.running_scene_recap_depth,
-        settings.running_scene_recap_scan,
-        settings.running_scene_recap_role,
-    )
+    place_in_slot(slots, SCENE_KEY, text, settings, "running_scene_recap")
     # the short-term tier (SPEC-NOTES §4.4): opt-in
     short_text = ""
     if settings.message_recap_injection_enabled:
         short_text = short_term_text(included, settings.message_recap_template)
-        slots.set(
-            SHORT_KEY,
-            short_text,
-            settings.message_recap_position,
-            settings.message_recap_depth,
-            settings.message_recap_scan,
-            settings.message_recap_role,
-        )
-    elif SHORT_KEY in slots:
-        slots.set(SHORT_KEY, "", settings.message_recap_position, settings.message_recap_depth)
+    if settings.message_recap_injection_enabled or SHORT_KEY in slots:
+        place_in_slot(slots, SHORT_KEY, short_text, settings, "message_recap")
     # the long-term tier (seed 003): the pinned recaps, opt-in
+    long_text = ""
     if settings.long_term_enabled:
         long_text, _ = long_term_text(
             chat.messages, settings.long_term_template, settings.long_term_max_tokens, counter
         )
-        slots.set(
-            LONG_KEY,
-            long_text,
-            settings.long_term_position,
-            settings.long_term_depth,
-            settings.long_term_scan,
-            settings.long_term_role,
-        )
-    elif LONG_KEY in slots:
-        slots.set(LONG_KEY, "", settings.long_term_position, settings.long_term_depth)
+    if settings.long_term_enabled or LONG_KEY in slots:
+        place_in_slot(slots, LONG_KEY, long_text, settings, "long_term")
     return RefreshResult(text, True, included, hide_changes, written, full, short_text)
+
+
+TIERS = ("running_scene_recap", "message_recap", "long_term", "recall")
+"""The tiers whose placement is a setting each: `{tier}_position`, `_depth`, `_scan`, `_role`."""
+
+
+def place_in_slot(
+    slots: ExtensionPrompts, key: str, text: str, settings: Settings, tier: str
+) -> None:
+    """Register `text` in `key`'s slot where `tier`'s settings put it (an empty text stays in
+    its slot and is skipped at assembly)."""
+    assert tier in TIERS, tier
+    slots.set(
+        key,
+        text,
+        getattr(settings, f"{tier}_position"),
+        getattr(settings, f"{tier}_depth"),
+        getattr(settings, f"{tier}_scan"),
+        getattr(settings, f"{tier}_role"),
+    )
 
 
 def short_term_text(included: Sequence[Message], template: str) -> str:

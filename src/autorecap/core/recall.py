@@ -22,6 +22,7 @@ from typing import Any
 
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.dates import parse_send_date
+from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
@@ -179,14 +180,7 @@ def recall_text(
 
 def set_recall_slot(slots: ExtensionPrompts, text: str, settings: Settings) -> None:
     """Register the recall injection (an empty one when there is nothing to recall)."""
-    slots.set(
-        RECALL_KEY,
-        text,
-        settings.recall_position,
-        settings.recall_depth,
-        settings.recall_scan,
-        settings.recall_role,
-    )
+    place_in_slot(slots, RECALL_KEY, text, settings, "recall")
 
 
 def _texts(message: Message) -> list[tuple[str, str]]:
