@@ -18,6 +18,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from autorecap.core.data import get_data, get_memory
@@ -191,20 +192,24 @@ def _texts(message: Message) -> list[tuple[str, str]]:
     return [(kind, text) for kind, text in found if text and text.strip()]
 
 
-def _words(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
     """A text's words as the index reads them: runs of letters and digits, lower case, accents
-    folded ("Kessler's" holds "kessler", "14/02/27" holds "14", "02" and "27")."""
-    folded = unicodedata.normalize("NFKD", text.lower())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
-    return set(_TOKEN.findall(plain)) - STOPWORDS
+    folded ("Kessler's" holds "kessler", "14/02/27" holds "14", "02" and "27"). Cached: the
+    running recap and the same old messages are read again turn after turn."""
+    plain = text.lower()
+    if not plain.isascii():
+        folded = unicodedata.normalize("NFKD", plain)
+        plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return frozenset(_TOKEN.findall(plain)) - STOPWORDS
 
 
-def _asked(query: str) -> set[str]:
+def _asked(query: str) -> frozenset[str]:
     """The words of a query, as `_words` reads a text."""
-    return set().union(*(_words(word) for word in query_words(query)))
+    return frozenset().union(*(_words(word) for word in query_words(query)))
 
 
-def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
+def _excerpt(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
     """The text, or when it is long its sentences that hold a word asked about (and what
     follows each, which often answers it), within `PIECE_TOKENS`; a sentence too long for
     that is cut around the first word asked."""
@@ -231,7 +236,7 @@ def _excerpt(text: str, asked: set[str], counter: TokenCounter) -> str:
     return " ".join(out) if out else _around(plain, asked, counter)
 
 
-def _around(text: str, asked: set[str], counter: TokenCounter) -> str:
+def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
     """The words of `text` around the first one asked about, within `PIECE_TOKENS`."""
     words = text.split()
     at = next((i for i, w in enumerate(words) if asked & _words(w)), 0)

@@ -4,13 +4,15 @@ The index is SQLite's FTS5 table `recall_index` (migration 5), kept in step with
 by triggers; it is ranked by BM25. A chat file outside the store gets the same by being
 imported into an in-memory store (`SQLiteStore(":memory:")`).
 
-May import: core (for the words a query keeps) and the standard library.
+May import: core (for the words a query keeps), the standard library and wordfreq.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+
+from wordfreq import zipf_frequency
 
 from autorecap.core.recall import query_words
 
@@ -25,6 +27,26 @@ class Hit:
 
     message_id: int
     score: float
+
+
+SEARCHED_WORDS = 8
+"""A search looks for a query's rarest words only: they say what it asks about, and each common
+word makes the index read its whole list of rows (of every chat in the store)."""
+
+
+def rarest(words: list[str], most: int = SEARCHED_WORDS) -> list[str]:
+    """The `most` rarest of `words` in English (a word with a digit, a code, first), in the
+    query's order."""
+    if len(words) <= most:
+        return words
+    kept = set(sorted(words, key=_commonness)[:most])
+    return [w for w in words if w in kept]
+
+
+def _commonness(word: str) -> float:
+    if any(c.isdigit() for c in word):
+        return -1.0
+    return float(zipf_frequency(word, "en"))
 
 
 def match_expression(words: list[str]) -> str:
@@ -43,7 +65,7 @@ def search(
 ) -> list[Hit]:
     """The chat's messages that best match `query`, best first (none for a query of only
     common words). `filed`: the index holds several chats, filed under their keys."""
-    words = query_words(query)
+    words = rarest(query_words(query))
     if not words:
         return []
     # Only the text columns: a word could spell a chat's key.

@@ -67,6 +67,9 @@ class SQLiteStore(ChatStore):
         (the message objects, which keep their ids): a save that only appends messages need
         not read it back. Forgotten when another connection commits (`data_version`)."""
         self._orders_version = -1
+        self._searcher: sqlite3.Connection | None = None
+        """The connection searches use (`search`), opened at the first one."""
+        self._search_lock = threading.Lock()
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30
@@ -481,12 +484,33 @@ class SQLiteStore(ChatStore):
     # --- plumbing ----------------------------------------------------------------------------
 
     def search(self, chat_id: str, query: str, limit: int = 50) -> list[tuple[int, float]]:
-        """The chat's messages that best match `query` in the recall index (`store.search`)."""
-        with self._lock:
-            return [(hit.message_id, hit.score) for hit in search(self._db, chat_id, query, limit)]
+        """The chat's messages that best match `query` in the recall index (`store.search`).
+
+        On a connection of its own: a search is on the proxy's reply path, and in WAL mode a
+        reader never waits for the writer (the recap worker saving), as it would for the lock
+        of the connection that writes."""
+        with self._search_lock:
+            if self._searcher is None:
+                self._searcher = self._connect_reader()
+            if self._searcher is self._db:
+                with self._lock:
+                    found = search(self._db, chat_id, query, limit)
+            else:
+                found = search(self._searcher, chat_id, query, limit)
+        return [(hit.message_id, hit.score) for hit in found]
+
+    def _connect_reader(self) -> sqlite3.Connection:
+        if str(self.path) == ":memory:":
+            return self._db  # one in-memory database has one connection
+        reader = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        reader.execute("PRAGMA query_only = ON")
+        return reader
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._search_lock:
+            if self._searcher is not None and self._searcher is not self._db:
+                self._searcher.close()
+            self._searcher = None
             self._db.close()
 
     def _exists(self, chat_id: str) -> bool:
