@@ -487,3 +487,25 @@ def test_remember_pins_lists_and_forgets(
     code, _, err = run(capsys, "remember", str(recapped_sample), "999")
     assert code != 0
     assert "no message 999" in err
+
+
+def test_combined_makes_lists_and_selects_versions(
+    capsys: pytest.CaptureFixture[str], recapped_sample: Path
+) -> None:
+    code, out, _ = run(capsys, "combined", str(recapped_sample))
+    assert code == 0
+    assert "no combined recap yet" in out
+    assert run(capsys, "combined", str(recapped_sample), "--make")[0] == 0
+    code, out, err = run(capsys, "combined", str(recapped_sample), "--make")
+    assert code == 0, err
+    assert re.search(r"^\* version 1: 199 recap\(s\), ", out, re.MULTILINE)
+    code, out, err = run(capsys, "combined", str(recapped_sample), "--select", "0")
+    assert code == 0, err
+    assert re.search(r"^\* version 0: ", out, re.MULTILINE)
+    code, out, err = run(
+        capsys, "inject", str(recapped_sample), "--set", "combined_recap_enabled=true"
+    )
+    assert any(m["content"].startswith("The story so far") for m in json.loads(out))
+    code, _, err = run(capsys, "combined", str(recapped_sample), "--select", "9")
+    assert code != 0
+    assert "no combined recap version 9" in err

@@ -23,6 +23,14 @@ DEFAULT_RUNNING_TEMPLATE: Final = (
 """The seeds' default running-recap template (seed 001)."""
 DEFAULT_MESSAGE_TEMPLATE: Final = "Recent events, one line per message:\n{{memories}}"
 DEFAULT_LONG_TERM_TEMPLATE: Final = "Things to remember from this chat:\n{{memories}}"
+DEFAULT_COMBINED_TEMPLATE: Final = "The story so far, in short:\n{{combined_recap}}"
+DEFAULT_COMBINED_RECAP_PROMPT: Final = (
+    "Below are the notes of a long chat, one per message, oldest first. Merge them into one "
+    "narrative of at most {{max_tokens}} tokens: plain past-tense prose that keeps who did what, "
+    "where and when, and every name, number, place, promise, decision and relationship that "
+    "still matters; the oldest events may be said most briefly. Answer with the narrative "
+    "alone.\n\n{{recaps}}"
+)
 DEFAULT_RECALL_TEMPLATE: Final = (
     "Earlier in this chat, what may matter to the newest message (where each comes from in "
     "brackets):\n{{recall}}"
@@ -160,6 +168,26 @@ class Settings(BaseModel):
     long_term_depth: _Depth = Field(2, description="Depth for position 1 (in chat).")
     long_term_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
     long_term_scan: bool = Field(False, description="Let World Info scan the pinned recaps.")
+    # --- the combined recap: every message recap merged into one narrative (off by default) ---
+    combined_recap_enabled: bool = Field(
+        False,
+        description="Merge the message recaps into one narrative (versioned) and inject it.",
+    )
+    combined_recap_max_tokens: int = Field(
+        1000, ge=50, le=20_000, description="Longest combined recap in tokens."
+    )
+    combined_recap_template: str = Field(
+        DEFAULT_COMBINED_TEMPLATE,
+        description="Injection text; {{combined_recap}} is the combined recap.",
+    )
+    combined_recap_position: Position = Field(2, description="Like running_scene_recap_position.")
+    combined_recap_depth: _Depth = Field(2, description="Depth for position 1 (in chat).")
+    combined_recap_role: Role = Field(0, description="0 system, 1 user, 2 assistant.")
+    combined_recap_scan: bool = Field(False, description="Let World Info scan the recap.")
+    combined_recap_prompt: str = Field(
+        DEFAULT_COMBINED_RECAP_PROMPT,
+        description="Prompt to merge the message recaps: {{recaps}}, {{max_tokens}}.",
+    )
     # --- the recall tier: past pieces the newest message asks about (off by default) ---
     recall_enabled: bool = Field(
         False,

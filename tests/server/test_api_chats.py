@@ -472,6 +472,26 @@ def test_a_message_is_pinned_and_unpinned(client: TestClient) -> None:
     error_of(client.patch(url(CHAT, "/messages/14"), json={"remember": "maybe"}), 422, "remember")
 
 
+def test_the_combined_recap_is_made_by_the_jobs_listed_selected_and_injected(
+    client: TestClient,
+) -> None:
+    Profiles().set("combined_recap_enabled", True)
+    recapped(client)  # the running recap job merges the message recaps too
+    made = client.get(url(CHAT, "/combined")).json()
+    assert made["enabled"] is True
+    assert len(made["versions"]) >= 1
+    newest = made["versions"][0]
+    assert made["selected"] == newest["version"]
+    assert newest["message_count"] > 100
+    preview = client.get(url(CHAT, "/preview")).json()
+    placed = next(i for i in preview["injections"] if i["key"] == "auto_recap_memory_combined")
+    assert newest["content"] in placed["text"]
+    selected = client.patch(url(CHAT, "/combined"), json={"selected": newest["version"]})
+    assert selected.status_code == 200
+    error_of(client.patch(url(CHAT, "/combined"), json={"selected": 99}), 404, "selected")
+    error_of(client.patch(url(CHAT, "/combined"), json={}), 422, "selected")
+
+
 def test_preview_shows_what_a_question_recalls_and_why(client: TestClient) -> None:
     recapped(client)
     asked = "What did the violet lens from Mother Quillon cost?"

@@ -235,3 +235,33 @@ def _pin_and_unpin(page: Page, server: Proxy, api: httpx.Client, recapped: str) 
     row.get_by_role("button", name="Remember message 14 in long-term memory").click()
     expect(row.locator(".badge", has_text="pinned")).to_have_count(0)
     assert api.get(f"/chats/{quote(recapped)}/messages/14").json()["remember"] is False
+
+
+def test_combined_recap_versions_are_listed_and_selected(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    assert api.patch("/settings", json={"combined_recap_enabled": True}).status_code == 200
+    try:
+        _make_two_combined_versions(api, recapped)
+        page.goto(chat_url(server, recapped, "running"))
+        items = page.locator(".combined-version")
+        expect(items).to_have_count(2)
+        use_old = page.get_by_role("button", name="Use combined recap version 0")
+        expect(use_old).to_have_attribute("aria-pressed", "false")
+        use_old.click()
+        expect(use_old).to_have_attribute("aria-pressed", "true")
+        assert api.get(f"/chats/{quote(recapped)}/combined").json()["selected"] == 0
+    finally:  # the server is shared with the other tests
+        api.patch("/settings", json={"combined_recap_enabled": False})
+
+
+def _make_two_combined_versions(api: httpx.Client, chat: str) -> None:
+    for attempt in range(2):
+        if attempt:  # an edited recap makes the next version at the next running recap job
+            patched = api.patch(f"/chats/{quote(chat)}/messages/3", json={"recap": "Mira hid it."})
+            assert patched.status_code == 200
+        scenes = api.get(f"/chats/{quote(chat)}/scenes").json()["scenes"]
+        end = next(s["break_index"] for s in scenes if s["break_index"] is not None)
+        assert api.post(f"/chats/{quote(chat)}/scenes/{end}/regenerate").status_code == 200
+        wait_for_jobs(api)
+    assert len(api.get(f"/chats/{quote(chat)}/combined").json()["versions"]) == 2

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from autorecap.autosave import load_target
 from autorecap.cli._app import app, err, out
-from autorecap.core import running
+from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
 from autorecap.core.pins import pinned_indexes, set_pinned
@@ -35,6 +35,7 @@ from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
 from autorecap.recap.backends import make_backend
+from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
@@ -282,6 +283,59 @@ def remember(
     else:
         (store or SQLiteStore()).save(loaded, changed=[message])
     out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
+
+
+@app.command("combined")
+def combined_command(
+    chat: _CHAT_ARG,
+    select: Annotated[
+        int | None, typer.Option("--select", help="Inject this version from now on.")
+    ] = None,
+    make: Annotated[
+        bool,
+        typer.Option("--make", help="Merge the message recaps into a new version now."),
+    ] = False,
+    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+) -> None:
+    """The combined recap (every message recap merged into one narrative, injected with
+    `combined_recap_enabled`): list its versions, select one, or make one now (with the chat's
+    recap backend)."""
+    store = SQLiteStore(db) if db is not None else None
+    loaded, from_file = load_target(chat, store=store)
+    if make:
+        settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
+        backend = make_backend(settings)
+        failures: list[str] = []
+        made = update_combined_recap(
+            loaded,
+            backend,
+            settings,
+            get_counter(settings.tokenizer),
+            now_ms=int(time.time() * 1000),
+            failures=failures,
+            force=True,
+        )
+        backend.close()
+        if failures:
+            raise AutorecapError(failures[0])
+        if not made:
+            raise AutorecapError("no message has a recap yet: run `autorecap recap` first")
+    if select is not None:
+        combined.select_version(loaded, select)
+    if make or select is not None:
+        if from_file:
+            write_chat(loaded)
+        else:
+            (store or SQLiteStore()).save(loaded, header=True)
+    now = combined.current(loaded)
+    for version in reversed(combined.versions(loaded)):
+        mark = "*" if version is now else " "
+        out.print(
+            f"{mark} version {version.get('version')}: {version.get('message_count')} recap(s), "
+            f"{escape(str(version.get('content', '')))}"
+        )
+    if now is None:
+        out.print("no combined recap yet: `autorecap combined CHAT --make` makes one")
 
 
 def _print_scenes(chat: object) -> None:

@@ -17,8 +17,9 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from autorecap.core import running
+from autorecap.core import combined, running
 from autorecap.core.autohide import HideChange, apply_auto_hide, hide_boundary, is_visible_break
+from autorecap.core.combined import COMBINED_KEY
 from autorecap.core.data import INCLUDED, get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.pins import LONG_KEY, long_term_text
@@ -161,7 +162,7 @@ def refresh_memory(
     # 2. chat_enabled(): when disabled, the slot is set to "" and "" is returned (seed 000)
     if not chat_enabled(settings, chat.id):
         slots.set(SCENE_KEY, "", Position.IN_PROMPT, 0)
-        for key in (SHORT_KEY, LONG_KEY):
+        for key in (SHORT_KEY, LONG_KEY, COMBINED_KEY):
             if key in slots:
                 slots.set(key, "", Position.IN_PROMPT, 0)
         state.touched.clear()
@@ -186,10 +187,16 @@ def refresh_memory(
         )
     if settings.long_term_enabled or LONG_KEY in slots:
         place_in_slot(slots, LONG_KEY, long_text, settings, "long_term")
+    # the combined recap (seed 003): opt-in
+    combined_text = ""
+    if settings.combined_recap_enabled:
+        combined_text = combined.injection_text(chat, settings.combined_recap_template)
+    if settings.combined_recap_enabled or COMBINED_KEY in slots:
+        place_in_slot(slots, COMBINED_KEY, combined_text, settings, "combined_recap")
     return RefreshResult(text, True, included, hide_changes, written, full, short_text)
 
 
-TIERS = ("running_scene_recap", "message_recap", "long_term", "recall")
+TIERS = ("running_scene_recap", "message_recap", "long_term", "combined_recap", "recall")
 """The tiers whose placement is a setting each: `{tier}_position`, `_depth`, `_scan`, `_role`."""
 
 

@@ -25,38 +25,37 @@ class RunningRecapError(AutorecapError):
     """A running recap version that does not exist, or storage that cannot be read."""
 
 
-def storage(chat: Chat, *, create: bool = False) -> dict[str, Any] | None:
-    """The chat's running recap storage (None when there is none and `create` is False)."""
+def storage(chat: Chat, *, create: bool = False, key: str = STORAGE_KEY) -> dict[str, Any] | None:
+    """The chat's running recap storage (None when there is none and `create` is False);
+    `key`: another versioned recap's storage (the combined recap's)."""
     metadata = chat.metadata
-    value = metadata.get(STORAGE_KEY)
+    value = metadata.get(key)
     if isinstance(value, dict):
         value.setdefault("versions", [])
         return value
     if not create:
         return None
     if value is not None:
-        raise RunningRecapError(
-            f"chat_metadata.{STORAGE_KEY} is not an object; fix or remove it first"
-        )
+        raise RunningRecapError(f"chat_metadata.{key} is not an object; fix or remove it first")
     created: dict[str, Any] = {"chat_id": chat.id, "current_version": 0, "versions": []}
-    metadata[STORAGE_KEY] = created
+    metadata[key] = created
     return created
 
 
-def versions(chat: Chat) -> list[dict[str, Any]]:
+def versions(chat: Chat, *, key: str = STORAGE_KEY) -> list[dict[str, Any]]:
     """Every version, oldest first (by version number)."""
-    store = storage(chat)
+    store = storage(chat, key=key)
     if store is None:
         return []
     found = [v for v in store["versions"] if isinstance(v, dict)]
     return sorted(found, key=lambda v: _number(v))
 
 
-def current(chat: Chat) -> dict[str, Any] | None:
+def current(chat: Chat, *, key: str = STORAGE_KEY) -> dict[str, Any] | None:
     """The version that is injected: `current_version`, else the newest (of versions with the
     same number, the first stored, as in `versions()` order). One pass, no sort: this runs at
     every memory refresh."""
-    store = storage(chat)
+    store = storage(chat, key=key)
     if store is None:
         return None
     wanted = store.get("current_version")
@@ -82,16 +81,19 @@ def covered_upto(chat: Chat) -> int:
     return index if isinstance(index, int) and not isinstance(index, bool) else -1
 
 
-def injection_text(chat: Chat, template: str) -> str:
+def injection_text(
+    chat: Chat, template: str, *, key: str = STORAGE_KEY, placeholder: str = "{{running_recap}}"
+) -> str:
     """Seed 000's `get_running_recap_injection()`: the current recap through the template;
-    `""` when there is no recap; the raw content when the template is blank."""
-    version = current(chat)
+    `""` when there is no recap; the raw content when the template is blank. `key` and
+    `placeholder`: another versioned recap's (the combined recap's)."""
+    version = current(chat, key=key)
     content = version.get("content") if version is not None else None
     if not content:
         return ""
     if not template.strip():
         return str(content)
-    return template.replace("{{running_recap}}", str(content))
+    return template.replace(placeholder, str(content))
 
 
 def add_version(
@@ -105,28 +107,36 @@ def add_version(
     now_ms: int,
 ) -> dict[str, Any]:
     """Add a version (it becomes the current one) and return it."""
-    store = storage(chat, create=True)
+    return add_versioned(
+        chat,
+        content,
+        now_ms=now_ms,
+        scene_count=scene_count,
+        excluded_count=excluded_count,
+        prev_scene_index=prev_scene_index,
+        new_scene_index=new_scene_index,
+    )
+
+
+def add_versioned(
+    chat: Chat, content: str, *, now_ms: int, key: str = STORAGE_KEY, **facts: Any
+) -> dict[str, Any]:
+    """Add a version of the recap stored under `key`, with `facts` beside its content (it
+    becomes the current one), and return it."""
+    store = storage(chat, create=True, key=key)
     assert store is not None
-    number = max((_number(v) for v in versions(chat)), default=-1) + 1
-    version = {
-        "version": number,
-        "timestamp": now_ms,
-        "content": content,
-        "scene_count": scene_count,
-        "excluded_count": excluded_count,
-        "prev_scene_index": prev_scene_index,
-        "new_scene_index": new_scene_index,
-    }
+    number = max((_number(v) for v in versions(chat, key=key)), default=-1) + 1
+    version = {"version": number, "timestamp": now_ms, "content": content, **facts}
     store["versions"].append(version)
     store["current_version"] = number
     chat.notify_change(None)
     return version
 
 
-def select_version(chat: Chat, number: int) -> dict[str, Any]:
+def select_version(chat: Chat, number: int, *, key: str = STORAGE_KEY) -> dict[str, Any]:
     """Make version `number` the injected one."""
-    version = _find(chat, number)
-    store = storage(chat)
+    version = _find(chat, number, key)
+    store = storage(chat, key=key)
     assert store is not None
     store["current_version"] = number
     chat.notify_change(None)
@@ -233,12 +243,13 @@ def adopt_chat_id(chat: Chat, *, from_file: bool) -> str | None:
     )
 
 
-def _find(chat: Chat, number: int) -> dict[str, Any]:
-    for version in versions(chat):
+def _find(chat: Chat, number: int, key: str = STORAGE_KEY) -> dict[str, Any]:
+    for version in versions(chat, key=key):
         if _number(version) == number:
             return version
-    known = ", ".join(str(_number(v)) for v in versions(chat)) or "none yet"
-    raise RunningRecapError(f"no running recap version {number}: the versions are {known}")
+    known = ", ".join(str(_number(v)) for v in versions(chat, key=key)) or "none yet"
+    what = "running recap" if key == STORAGE_KEY else "combined recap"
+    raise RunningRecapError(f"no {what} version {number}: the versions are {known}")
 
 
 def _fall_back(store: dict[str, Any]) -> None:

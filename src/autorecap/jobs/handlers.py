@@ -26,6 +26,7 @@ from autorecap.recap import (
     update_running_recap,
 )
 from autorecap.recap.backend import RecapBackend, RecapResult
+from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
 
@@ -330,6 +331,10 @@ def _running_recap(worker: Worker, job: Job) -> None:
         added = update_running_recap(
             target, backend, settings, counter, now_ms=now_ms, failures=failures
         )
+        if settings.combined_recap_enabled:  # the message recaps have landed by now too
+            added += update_combined_recap(
+                target, backend, settings, counter, now_ms=now_ms, failures=failures
+            )
         return failures
 
     chat, _, _, failures = _on_chat(worker, job, backend, work, among=lambda live: [])

@@ -15,11 +15,14 @@ import copy
 import json
 from typing import Any
 
-from autorecap.core import running
+from autorecap.core import combined, running
 from autorecap.core.data import read_namespace, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
+
+VERSIONED = (running.STORAGE_KEY, combined.STORAGE_KEY)
+"""The versioned recaps in the chat's metadata that a job may add to."""
 
 
 class ChangedMeanwhileError(AutorecapError):
@@ -40,7 +43,7 @@ class Snapshot:
             copied._id = message._id
             copied._rev = message._rev
         self._before = [_namespace_json(m) for m in self.copy.messages]
-        self._running_before = _running_json(self.copy)
+        self._versioned_before = {key: _stored_json(self.copy, key) for key in VERSIONED}
 
     def merge(self, chat: Chat) -> tuple[list[Message], bool]:
         """Apply the copy's changes to the live `chat` (hold its lock). Returns the live
@@ -70,13 +73,17 @@ class Snapshot:
                     set_data(live, key, copy.deepcopy(new.get(key)))
             changed.append(live)
         header = False
-        running_after = _running_json(self.copy)
-        if running_after != self._running_before:
-            if _running_json(chat) != self._running_before:
+        for key in VERSIONED:
+            after = _stored_json(self.copy, key)
+            if after == self._versioned_before[key]:
+                continue
+            if _stored_json(chat, key) != self._versioned_before[key]:
                 raise ChangedMeanwhileError(
                     "the running recap changed during the recap; it is redone"
+                    if key == running.STORAGE_KEY
+                    else "the combined recap changed during the recap; it is redone"
                 )
-            chat.metadata[running.STORAGE_KEY] = copy.deepcopy(running.storage(self.copy))
+            chat.metadata[key] = copy.deepcopy(self.copy.metadata.get(key))
             chat.notify_change(None)
             header = True
         return changed, header
@@ -86,5 +93,6 @@ def _namespace_json(message: Message) -> str:
     return json.dumps(read_namespace(message), sort_keys=True, default=str)
 
 
-def _running_json(chat: Chat) -> str:
-    return json.dumps(running.storage(chat), sort_keys=True, default=str)
+def _stored_json(chat: Chat, key: str) -> str:
+    """A versioned recap's storage in the chat's metadata, as JSON (to compare)."""
+    return json.dumps(chat.metadata.get(key), sort_keys=True, default=str)

@@ -97,6 +97,14 @@ class CombineRequest:
 
 
 @dataclass(frozen=True)
+class MergeRequest:
+    """What the combined recap needs: every message recap, oldest first."""
+
+    recaps: tuple[str, ...]
+    max_tokens: int = 1000
+
+
+@dataclass(frozen=True)
 class SceneBreakRequest:
     """Messages to look for scene breaks in. Each answer is the index of a message that ends
     a scene, in `[earliest, latest]` (far enough from the last break, not too close to the
@@ -182,6 +190,11 @@ class RecapBackend(ABC):
     def find_scene_breaks(self, request: SceneBreakRequest) -> list[int]:
         """The indexes of the messages that end a scene within the request's range, in order
         (none: an empty list)."""
+
+    def merge_recaps(self, request: MergeRequest) -> RecapResult:
+        """The combined recap: the message recaps merged into one narrative within
+        `max_tokens` (the caller enforces the cap too)."""
+        raise AutorecapError(f"the {self.name} backend cannot merge recaps into a combined recap")
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding resources need it
         """Release what the backend holds (HTTP connections)."""

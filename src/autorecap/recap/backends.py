@@ -34,6 +34,7 @@ def make_backend(
         "answer_retries": settings.llm_answer_retries,
         "scene_prompt": settings.scene_recap_prompt,
         "running_prompt": settings.running_recap_prompt,
+        "combined_prompt": settings.combined_recap_prompt,
         "break_prompt": settings.scene_break_prompt,
         "break_retries": settings.scene_break_retries,
         "prefill": settings.message_recap_prefill,

@@ -36,6 +36,7 @@ from autorecap.recap.answers import (
 from autorecap.recap.backend import (
     CombineRequest,
     LLMError,
+    MergeRequest,
     RecapBackend,
     RecapRequest,
     RecapResult,
@@ -81,6 +82,7 @@ class OpenAICompatBackend(RecapBackend):
         scene_prompt: str | None = None,
         running_prompt: str | None = None,
         break_prompt: str | None = None,
+        combined_prompt: str | None = None,
         break_retries: int = 2,
         answer_retries: int = 2,
         batch_tokens: int = 3000,
@@ -109,6 +111,7 @@ class OpenAICompatBackend(RecapBackend):
         self.scene_prompt = scene_prompt or defaults.scene_recap_prompt
         self.running_prompt = running_prompt or defaults.running_recap_prompt
         self.break_prompt = break_prompt or defaults.scene_break_prompt
+        self.combined_prompt = combined_prompt or defaults.combined_recap_prompt
         self.break_retries = break_retries
         self.answer_retries = answer_retries
         self.batch_tokens = batch_tokens
@@ -306,6 +309,25 @@ class OpenAICompatBackend(RecapBackend):
             )
             condensed = check_recap(text, labels=labels)
             return RecapResult(memory="\n".join([condensed, *kept]), reasoning=reasoning)
+
+        return self._retrying(ask)
+
+    def merge_recaps(self, request: MergeRequest) -> RecapResult:
+        """The combined recap: the message recaps merged by the model (`combined_prompt`)."""
+        prompt = render(
+            self.combined_prompt,
+            {
+                "recaps": "\n".join(" ".join(r.split()) for r in request.recaps if r.strip()),
+                "max_tokens": str(request.max_tokens),
+            },
+        )
+        labels = prompt_labels(self.combined_prompt)
+
+        def ask() -> RecapResult:
+            text, reasoning = self.chat(
+                [{"role": "user", "content": prompt}], max_tokens=request.max_tokens + 200
+            )
+            return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
 
         return self._retrying(ask)
 

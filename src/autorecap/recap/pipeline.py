@@ -3,7 +3,9 @@
 1. message recaps (`recap.messages`);
 2. scene breaks after the last one (`recap.detection`);
 3. a recap of every closed scene that needs one (`recap.scenes`);
-4. the closed scenes folded into the running recap (`recap.running_recap`).
+4. the closed scenes folded into the running recap (`recap.running_recap`);
+5. with `combined_recap_enabled`, the message recaps merged into the combined recap
+   (`recap.combined_recap`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from autorecap.core.model import Chat
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.recap.backend import RecapBackend
+from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.detection import detect_scene_breaks
 from autorecap.recap.messages import RecapStats, recap_all
 from autorecap.recap.offline.engine import OfflineBackend
@@ -34,6 +37,7 @@ class PipelineStats:
     breaks_found: list[int] = field(default_factory=list)
     scene_recaps: int = 0
     running_versions: int = 0
+    combined_versions: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -91,4 +95,8 @@ def run_pipeline(
         failures=stats.failures,
         progress=report("running recap"),
     )
+    if settings.combined_recap_enabled:
+        stats.combined_versions = update_combined_recap(
+            chat, backend, settings, counter, now_ms=now_ms, failures=stats.failures, force=force
+        )
     return stats

@@ -1,5 +1,5 @@
-"""Memory switches and the prompt preview: the REST API's routes under
-`/api/chats/{chat}/memory` and `/api/chats/{chat}/preview` (docs/API.md)."""
+"""Memory switches, the prompt preview and the combined recap: the REST API's routes under
+`/api/chats/{chat}/memory`, `/preview` and `/combined` (docs/API.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
+from autorecap.core import combined
 from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_text, history_from_chat
 from autorecap.core.recall import query_text, set_recall_slot
 from autorecap.core.slots import Position, Role
 from autorecap.server.api import Owner, Registry
+from autorecap.server.api_errors import NotFoundError
 from autorecap.server.api_views import open_chat
 from autorecap.session import Session
 
@@ -178,3 +180,59 @@ def _mark_injected(messages: list[dict[str, str]], kept: list[HistoryItem]) -> l
         marked.append({**message, "injected": not is_history})
     marked.reverse()
     return marked
+
+
+# --- the combined recap ---------------------------------------------------------------------------
+
+
+def combined_json(session: Session) -> dict[str, Any]:
+    """The combined recap's versions, newest first, which one is injected, and whether the tier
+    is on."""
+    found = combined.versions(session.chat)
+    now = combined.current(session.chat)
+    return {
+        "enabled": session.settings.combined_recap_enabled,
+        "selected": now.get("version") if now is not None else None,
+        "versions": [
+            {
+                "version": v.get("version"),
+                "timestamp": v.get("timestamp"),
+                "content": v.get("content"),
+                "message_count": v.get("message_count"),
+            }
+            for v in reversed(found)
+        ],
+    }
+
+
+@router.get("/chats/{chat}/combined")
+def get_combined(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
+    """The combined recap's versions (made by the recap jobs while `combined_recap_enabled` is
+    on), newest first, and which one is injected."""
+    with open_chat(scope, registry, chat) as session:
+        return combined_json(session)
+
+
+class CombinedPatch(BaseModel):
+    """The combined recap version to inject."""
+
+    model_config = ConfigDict(extra="forbid")
+    selected: int
+
+
+@router.patch("/chats/{chat}/combined")
+def patch_combined(
+    chat: str, body: CombinedPatch, scope: Owner, registry: Registry
+) -> dict[str, Any]:
+    """Inject another combined recap version from now on."""
+    with open_chat(scope, registry, chat) as session:
+        numbers = [v.get("version") for v in combined.versions(session.chat)]
+        if body.selected not in numbers:
+            known = ", ".join(str(n) for n in numbers) or "none yet"
+            raise NotFoundError(
+                f"no combined recap version {body.selected}: the versions are {known}",
+                field="selected",
+            )
+        combined.select_version(session.chat, body.selected)
+        session.refresh()
+        return combined_json(session)

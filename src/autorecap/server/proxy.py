@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from autorecap.core.combined import COMBINED_KEY
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import learn_names, names_from_request, names_known
 from autorecap.core.pins import LONG_KEY
@@ -50,7 +51,7 @@ from autorecap.store.migrations import StaleChatError
 from autorecap.store.sqlite import SQLiteStore
 
 HEADER_CHAT = "x-autorecap-chat"
-INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, LONG_KEY, RECALL_KEY)
+INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, LONG_KEY, COMBINED_KEY, RECALL_KEY)
 """The slots whose text the proxy puts in, which a client may send back."""
 log = logging.getLogger("autorecap.server")
 SAVE_TRIES = 4

@@ -25,6 +25,7 @@ from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.pacing import pause
 from autorecap.recap.backend import (
     CombineRequest,
+    MergeRequest,
     RecapBackend,
     RecapRequest,
     RecapResult,
@@ -140,6 +141,22 @@ class OfflineBackend(RecapBackend):
         budget = tokens - self.counter.count(head)
         chosen = choose(pieces, budget, self.counter, known=known) if budget > 0 else []
         return f"{head}{render(chosen or [best(pieces, self.counter, known)])}"
+
+    # --- the combined recap ------------------------------------------------------------------
+
+    def merge_recaps(self, request: MergeRequest) -> RecapResult:
+        """The sentences of all the message recaps that tell the most within the cap (words
+        that many recaps repeat, the cast, worth little), in the order they were said: the
+        whole chat in short, not its end."""
+        lines = [" ".join(recap.split()) for recap in request.recaps if recap.strip()]
+        pieces: list[Piece] = []
+        for line in lines:
+            for piece in parse(line):
+                pieces.append(Piece(len(pieces), piece.speaker, piece.text, piece.question))
+        if not pieces:
+            return RecapResult(memory="")
+        chosen = choose(pieces, request.max_tokens, self.counter, known=recurring_words(lines))
+        return RecapResult(memory=self._capped(render(chosen), request.max_tokens))
 
     # --- tier 2: scene breaks ----------------------------------------------------------------
 

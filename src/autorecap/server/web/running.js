@@ -9,6 +9,7 @@ export class RunningPanel {
     this.data = null;
     this.editing = null; // version number being edited
     this.body = h("div", { class: "running-versions" });
+    this.combined = h("section", { class: "combined", id: "combined-recap", "aria-labelledby": "combined-title" });
     this.el = h(
       "section",
       { class: "panel running", "aria-labelledby": "running-title" },
@@ -24,6 +25,7 @@ export class RunningPanel {
         "The selected version is injected into every prompt. Editing saves a new version.",
       ),
       this.body,
+      this.combined,
     );
   }
 
@@ -40,6 +42,73 @@ export class RunningPanel {
       return;
     }
     this.render();
+    this.refreshCombined();
+  }
+
+  /** The combined recap (every message recap merged), when it has versions or the tier is on. */
+  async refreshCombined() {
+    let data;
+    try {
+      data = await api.get(chatPath(this.view.chat, "combined"));
+    } catch (error) {
+      fill(this.combined, h("p", { class: "field-error" }, error.message));
+      return;
+    }
+    const versions = data.versions || [];
+    if (!versions.length && !data.enabled) {
+      fill(this.combined);
+      return;
+    }
+    fill(
+      this.combined,
+      h("h3", { id: "combined-title" }, "Combined recap"),
+      h(
+        "p",
+        { class: "muted" },
+        data.enabled
+          ? "Every message recap merged into one narrative; the selected version is injected."
+          : "Not injected: combined_recap_enabled is off.",
+      ),
+      versions.length
+        ? h(
+            "ol",
+            { class: "combined-versions" },
+            versions.map((version) =>
+              h(
+                "li",
+                { class: "combined-version" },
+                h(
+                  "div",
+                  { class: "pmsg-head" },
+                  h("span", {}, `Version ${version.version} · ${version.message_count} recaps`),
+                  h(
+                    "button",
+                    {
+                      type: "button",
+                      "aria-pressed": version.version === data.selected ? "true" : "false",
+                      "aria-label": `Use combined recap version ${version.version}`,
+                      onclick: () => this.selectCombined(version.version),
+                    },
+                    version.version === data.selected ? "In use" : "Use",
+                  ),
+                ),
+                h("div", { class: "pmsg-content" }, version.content || ""),
+              ),
+            ),
+          )
+        : h("p", {}, "No version yet: it is made with the recaps."),
+    );
+  }
+
+  async selectCombined(number) {
+    try {
+      await api.patch(chatPath(this.view.chat, "combined"), { selected: number });
+    } catch (error) {
+      toast(error.message, "error");
+      return;
+    }
+    await this.refreshCombined();
+    this.view.changed();
   }
 
   scenesChanged() {
