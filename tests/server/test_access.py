@@ -275,6 +275,11 @@ PROBES: dict[tuple[str, str], list[Probe]] = {
     ("GET", "/api/chats/{}/preview"): [
         Probe("GET", "/api/chats/mira/preview"),
         Probe("GET", "/api/chats/mira/preview?format=text"),
+        Probe("GET", "/api/chats/mira/preview?query=Osric"),
+    ],
+    ("GET", "/api/chats/{}/combined"): [Probe("GET", "/api/chats/mira/combined")],
+    ("PATCH", "/api/chats/{}/combined"): [
+        Probe("PATCH", "/api/chats/mira/combined", json={"selected": 0})
     ],
     # --- scenes and the running recap (api_scenes.py) ---
     ("GET", "/api/chats/{}/scenes"): [Probe("GET", "/api/chats/mira/scenes")],
