@@ -254,7 +254,9 @@ def _profile(
 def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, float]:
     words = content_words(text)
     values = _word_values(text)
-    content = {w: values.get(w, 0.0) for w in words}
+    # In sorted order: a sum of floats in set order (string hashes differ per process) could
+    # break a tie one way in one process and the other way in another.
+    content = {w: values.get(w, 0.0) for w in sorted(words)}
     events = sum(1 for w in words if w in SALIENT)
     factor = 0.6 if question else 1.0
     short = len(text.split()) <= 4 and not events
