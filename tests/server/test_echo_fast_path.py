@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from autorecap.core import running
 from autorecap.core.data import edit_memory, get_data, get_memory
 from autorecap.core.model import Chat
+from autorecap.core.recall import RECALL_KEY
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
@@ -523,6 +524,10 @@ settings_strategy = st.fixed_dictionaries(
         "message_recap_depth": st.integers(0, 4),
         "message_recap_role": st.sampled_from([0, 1, 2]),
         "auto_hide_scene_count": st.sampled_from([-1, 0, 1, 2]),
+        # the recall slot changes on every turn (it answers the newest message)
+        "recall_enabled": st.booleans(),
+        "recall_depth": st.integers(0, 3),
+        "long_term_enabled": st.booleans(),
     }
 ).map(lambda chosen: {**BASE_SETTINGS, **chosen})
 
@@ -548,6 +553,8 @@ def test_the_fast_path_reconciles_every_request_as_the_full_path_does(
             converse(twins, steps, memory=memory)
             share = int(twins.fast.fast_turns / twins.requests * 10) * 10
             event(f"requests on the fast path: {share}% or more" if share else "few or none")
+            recalled = twins.fast.session(CHAT).slots.value(RECALL_KEY)
+            event("the last request recalled a hidden message" if recalled else "nothing recalled")
         finally:
             twins.close()
 
