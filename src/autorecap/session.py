@@ -313,8 +313,8 @@ class Session:
 
     def recall_into_slot(self, enabled: bool = True) -> None:
         """Fill the recall slot for the chat as it is now (empty it when the tier or the
-        chat's memory is off). A refresh does this; the proxy also does it on the reply path,
-        where the refresh may wait until after the reply."""
+        chat's memory is off). A refresh does this; the proxy also does it on the reply path
+        when it lets the refresh wait until after the reply."""
         if enabled and self.settings.recall_enabled and chat_enabled(self.settings, self.chat.id):
             breaks = self.state.breaks if self.state.valid else None
             text, self.last_recall = self.search.recall(self.settings, self.counter, breaks=breaks)

@@ -281,7 +281,9 @@ class ChatRegistry:
                 later = self.refresh_later and only_appends(session, result)
                 touched = carry_out(session, result, refresh=not later)
                 changed.update(unsaved.take_touched())
-                if session.settings.recall_enabled:  # the newest message asks: on the reply path
+                if later and session.settings.recall_enabled:
+                    # The refresh waits until after the reply, but the newest message asks now
+                    # (a refresh that ran here filled the slot already).
                     session.recall_into_slot()
                 made = repeat.outgoing(chat, session.slots, changed)
             if made is not None and repeat is not None:
@@ -306,9 +308,7 @@ class ChatRegistry:
                             [(m.role, m.content, m.name) for m in result.history],
                         ),
                     )
-                touched += carry_out(session, result)
-                if session.settings.recall_enabled:
-                    session.recall_into_slot()
+                touched += carry_out(session, result)  # its refresh fills the recall slot
                 outgoing = dict(body)
                 outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)
                 content = dumps(outgoing)

@@ -347,20 +347,11 @@ export class ChatView {
     monitor.kick();
   }
 
-  async toggleExclude(index) {
+  /** Flip one of a message's memory flags (`exclude`, `remember`) through the API. */
+  async toggleFlag(index, flag) {
     const message = this.cache.get(index);
     const updated = await this.act(() =>
-      api.patch(chatPath(this.chat, "messages", index), { exclude: !message.exclude }),
-    );
-    this.cache.set(updated);
-    this.list.refreshRow(index);
-    this.changed();
-  }
-
-  async toggleRemember(index) {
-    const message = this.cache.get(index);
-    const updated = await this.act(() =>
-      api.patch(chatPath(this.chat, "messages", index), { remember: !message.remember }),
+      api.patch(chatPath(this.chat, "messages", index), { [flag]: !message[flag] }),
     );
     this.cache.set(updated);
     this.list.refreshRow(index);
