@@ -44,6 +44,7 @@ from autorecap.recap.backend import (
     SceneMessage,
     SceneRecapRequest,
 )
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.offline.when import day_text
 from autorecap.settings import Settings
 
@@ -54,6 +55,12 @@ MAX_BACKOFF_S = 30.0
 
 KEPT_SHARE = 0.5
 """The share of a condensed running recap that its newest lines may keep word for word."""
+
+TRIM_SHARE = 1.25
+"""A scene whose message recaps together run at most this far over the scene cap is trimmed
+by the offline selection (its least telling sentences dropped) instead of a call: a call
+would read every recap to write back a little less (on a generated 1,000-message chat, one
+scene in six, and 0.06 prompt tokens per chat token)."""
 
 
 class OpenAICompatBackend(RecapBackend):
@@ -248,6 +255,9 @@ class OpenAICompatBackend(RecapBackend):
             # The messages' recaps already fit a scene recap: asking for one would pay to
             # read them and get fewer facts back.
             return RecapResult(memory=joined)
+        if all(recaps) and self.counter.count(joined) <= request.max_tokens * TRIM_SHARE:
+            shortened = OfflineBackend(self.counter).shorten(joined, request.max_tokens)
+            return RecapResult(memory=shortened)
         use_recaps = all(recaps) and self.counter.count("\n".join(recaps)) < self.counter.count(
             "\n".join(texts)
         )
