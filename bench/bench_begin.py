@@ -1,4 +1,4 @@
-"""What a proxy turn costs before its request can go upstream: `ChatRegistry.begin` on recapped
+"""What a proxy turn costs before its request can go upstream: `ProxyChats.begin` on recapped
 chats of 1,000 messages (hidden scenes, a running recap), the usual turn (the last reply and a
 new user message appended to the history), with the memory refresh of the turn's events left for
 after the request is sent (`refresh_later`, the default) and on the reply path (the baseline),
@@ -24,7 +24,7 @@ from autorecap.core.tokens import get_counter
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
 from autorecap.recap.offline.engine import OfflineBackend
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.store.sqlite import SQLiteStore
 from bench_proxy import history
 from loopback import MODEL_LIKE
@@ -36,7 +36,7 @@ ROUNDS = 30 if CHATS <= 10 else 10
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "begin.db")
-        registry = ChatRegistry(store, JobQueue(store), profiles=Profiles(Path(folder) / "s.json"))
+        registry = ProxyChats(store, JobQueue(store), profiles=Profiles(Path(folder) / "s.json"))
         worker = registry.worker(lambda _: OfflineBackend(get_counter()))
         ids = [f"paced-{n}" for n in range(CHATS)]
         chats = {chat_id: history(chat_id) for chat_id in ids}

@@ -18,7 +18,7 @@ from autorecap.jobs import JobQueue, Worker, enqueue_pipeline
 from autorecap.profiles import Profiles
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.pipeline import run_pipeline
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import Settings
 from autorecap.store import SQLiteStore
 from autorecap.testing import generate
@@ -81,7 +81,7 @@ def turns() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "turns.db")
-        registry = ChatRegistry(store, JobQueue(store), profiles=Profiles(Path(folder) / "s.json"))
+        registry = ProxyChats(store, JobQueue(store), profiles=Profiles(Path(folder) / "s.json"))
         worker = registry.worker(lambda _: OfflineBackend(counter))
 
         def turn(user: str, reply: str) -> None:

@@ -2,7 +2,7 @@
 
 - `python loopback.py upstream PORT`: a fake LLM server (see `Upstream`);
 - `python loopback.py relay UPSTREAM_URL PORT`: a relay that does no memory work, uvicorn and
-  the proxy's own upstream connection (`autorecap.server.upstream`) and nothing else. What it
+  the proxy's own upstream connection (`autorecap.server.proxy.upstream`) and nothing else. What it
   adds to a reply is what any relay in this stack adds on this machine: the floor the proxy's
   figures stand on.
 """
@@ -117,7 +117,7 @@ def run_relay(upstream_url: str, port: int) -> None:
     relays it; any GET answers `{}` (a liveness check)."""
     import uvicorn
 
-    from autorecap.server.upstream import Upstream as Relay
+    from autorecap.server.proxy.upstream import Upstream as Relay
 
     relay = Relay(upstream_url, upstream_url, timeout_s=600)
 

@@ -33,7 +33,7 @@ import uvicorn
 
 from autorecap.core.model import Chat
 from autorecap.server.app import ServerConfig, create_app
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.store.sqlite import SQLiteStore
 
 VOYAGE = [
@@ -100,6 +100,8 @@ class Answer:
     content_type: str = "application/json"
     held: HeldRequest | None = None
     """Answer only once this request's hold is released."""
+    break_after: int | None = None
+    """Drop the connection after this many events (streamed) or half the body (whole)."""
 
 
 class Hold:
@@ -225,8 +227,22 @@ class Upstream:
         self._push(Answer("reply", text=text))
         return self
 
-    def stream(self, pieces: list[str], *, delay: float = 0.0, tail: float = 0.0) -> Upstream:
-        self._push(Answer("stream", pieces=list(pieces), delay=delay, tail=tail))
+    def stream(
+        self,
+        pieces: list[str],
+        *,
+        delay: float = 0.0,
+        tail: float = 0.0,
+        break_after: int | None = None,
+    ) -> Upstream:
+        self._push(
+            Answer("stream", pieces=list(pieces), delay=delay, tail=tail, break_after=break_after)
+        )
+        return self
+
+    def broken_reply(self, text: str) -> Upstream:
+        """A whole answer whose connection drops halfway through its body."""
+        self._push(Answer("reply", text=text, break_after=0))
         return self
 
     def error(self, status: int, body: bytes, content_type: str = "application/json") -> Upstream:
@@ -248,6 +264,13 @@ class Upstream:
         holds, before the script)."""
         with self._lock:
             self._standing.append((predicate, reply))
+
+    def forget(self) -> None:
+        """Let go of what was recorded so far (a long test's memory is not the proxy's)."""
+        with self._lock:
+            self.requests.clear()
+            self.bodies.clear()
+            self.streams.clear()
 
     def _push(self, answer: Answer) -> None:
         with self._lock:
@@ -305,6 +328,10 @@ class Upstream:
 def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes: with Nagle's algorithm on, the body
+        # waits for the client's delayed ACK of the headers, 40 ms a request on a kept-alive
+        # connection.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -348,7 +375,10 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
                     body = reply_body(answer.text)
                     with upstream._lock:
                         upstream.bodies.append(body)
-                    self._send(200, body, "application/json")
+                    if answer.break_after is not None:
+                        self._send_half(body)
+                    else:
+                        self._send(200, body, "application/json")
             except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
                 self.close_connection = True
             finally:
@@ -374,6 +404,16 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
             self.wfile.flush()
 
+        def _send_half(self, body: bytes) -> None:
+            """Headers that promise the whole body, then half of it and a closed connection."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+
         def _stream(self, answer: Answer) -> None:
             log = StreamLog()
             with upstream._lock:
@@ -392,6 +432,9 @@ def _make_handler(upstream: Upstream) -> type[BaseHTTPRequestHandler]:
             upstream.stream_started.set()
             try:
                 for number, payload in enumerate(writes):
+                    if number == answer.break_after:
+                        self.close_connection = True  # no last chunk: a broken stream
+                        return
                     if number and answer.delay and upstream.stopping.wait(answer.delay):
                         self.close_connection = True
                         return
@@ -466,7 +509,7 @@ class Proxy:
 
     def settled(self) -> None:
         """Wait for the saves the proxy makes after its replies."""
-        registry: ChatRegistry = self.server.config.app.state.registry
+        registry: ProxyChats = self.server.config.app.state.registry
         registry.flush()
 
     def stored(self, chat_id: str) -> Chat:

@@ -27,7 +27,8 @@ from autorecap.core import running, scenes
 from autorecap.core.data import set_data
 from autorecap.profiles import Profiles
 from autorecap.server.app import ServerConfig, create_app
-from autorecap.server.proxy import ChatRegistry, client_messages, fingerprint
+from autorecap.server.proxy.matching import client_messages, fingerprint
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.stfiles.jsonl import read_chat
 from autorecap.store.sqlite import SQLiteStore
 
@@ -87,8 +88,8 @@ class World:
     looked: bool = False
 
     @property
-    def registry(self) -> ChatRegistry:
-        registry: ChatRegistry = self.client.app.state.registry  # type: ignore[attr-defined]
+    def registry(self) -> ProxyChats:
+        registry: ProxyChats = self.client.app.state.registry  # type: ignore[attr-defined]
         return registry
 
     def ids(self, url: str) -> str:
@@ -144,7 +145,7 @@ def world(tmp_path: Path, home: Path, upstream: Upstream, keys_file: Path) -> It
     fp = seed(db, home)
     config = ServerConfig(upstream=upstream.url, db=db, worker=False, keys_file=keys_file)
     with TestClient(create_app(config)) as client:
-        registry: ChatRegistry = client.app.state.registry  # type: ignore[attr-defined]
+        registry: ProxyChats = client.app.state.registry  # type: ignore[attr-defined]
         queue = registry.queue
         target = registry.store.load_chat("bob/mira").messages[3].id
         failed = queue.enqueue("message_recap", "bob/mira", target, priority=9, max_retries=0)

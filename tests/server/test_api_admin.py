@@ -17,7 +17,7 @@ from autorecap import sample_chat_path
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
 from autorecap.server.app import ServerConfig, create_app
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import SETTING_NAMES, Settings
 from autorecap.stfiles.jsonl import read_chat
 from autorecap.store.sqlite import SQLiteStore
@@ -62,8 +62,8 @@ def client(start: Start) -> TestClient:
     return start()
 
 
-def registry_of(client: TestClient) -> ChatRegistry:
-    registry: ChatRegistry = client.app.state.registry  # type: ignore[attr-defined]
+def registry_of(client: TestClient) -> ProxyChats:
+    registry: ProxyChats = client.app.state.registry  # type: ignore[attr-defined]
     return registry
 
 

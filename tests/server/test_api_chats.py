@@ -18,11 +18,11 @@ from fastapi.testclient import TestClient
 from autorecap.core.data import set_data
 from autorecap.core.recall import RECALL_KEY
 from autorecap.core.slots import SHORT_KEY
-from autorecap.jobs.runner import WorkerStats
+from autorecap.jobs.context import WorkerStats
 from autorecap.profiles import Profiles
 from autorecap.recap.backends import make_backend
 from autorecap.sample import sample_chat_path
-from autorecap.server import api_chats
+from autorecap.server.api import chats as api_chats
 from autorecap.server.app import ServerConfig, create_app
 from autorecap.stfiles.jsonl import serialize_chat
 from autorecap.testing import generate_chat

@@ -13,8 +13,8 @@ from autorecap.core.data import INCLUDED, get_data, set_data
 from autorecap.core.model import Message
 from autorecap.core.slots import SHORT_KEY
 from autorecap.profiles import Profiles
-from autorecap.server import api_chats
-from autorecap.server.api_views import SceneNames
+from autorecap.server.api import chats as api_chats
+from autorecap.server.api.views import SceneNames
 from autorecap.stfiles.jsonl import serialize_chat
 from autorecap.testing import generate_chat
 

@@ -227,3 +227,36 @@ def test_each_scene_says_why_it_ends_where_it_does(client: TestClient) -> None:
         assert scene["end"] - scene["start"] + 1 <= 30
     message = client.get(url(CHAT, f"/messages/{scenes_of(client)[1]['end']}")).json()
     assert message["scene_break"]["cause"] in {"cues", "length"}
+
+
+def test_hiding_and_showing_a_scene_break(client: TestClient, db: Path) -> None:
+    recapped(client)
+    assert client.patch("/api/settings", json={"auto_hide_scene_count": 3}).status_code == 200
+    ends = [s["break_index"] for s in scenes_of(client) if s["closed"]]
+    assert len(ends) >= 4
+
+    def auto_hidden() -> list[int]:
+        page = client.get(url(CHAT, "/messages"), params={"limit": 200}).json()["messages"]
+        return [m["index"] for m in page if m["auto_hidden"]]
+
+    # Auto-hide keeps the last three scenes whole: it hides up to the third break from the end.
+    before = auto_hidden()
+    assert before[-1] == ends[-3]
+    hidden = client.patch(url(CHAT, f"/scenes/{ends[-1]}"), json={"visible": False})
+    assert hidden.status_code == 200
+    assert hidden.json()["visible"] is False
+    after = auto_hidden()  # the hidden break no longer counts: a scene earlier
+    assert after[-1] == ends[-4]
+    assert set(after) < set(before)
+    assert client.get(url(CHAT, f"/messages/{ends[-1]}")).json()["scene_break"]["visible"] is False
+    assert [s["break_index"] for s in scenes_of(client) if s["closed"]] == ends  # still a scene
+    client.close()
+    with client_for(db) as again:
+        assert [s["visible"] for s in scenes_of(again) if s["closed"]][-2:] == [True, False]
+        shown = again.patch(url(CHAT, f"/scenes/{ends[-1]}"), json={"visible": True})
+        assert shown.json()["visible"] is True
+        page = again.get(url(CHAT, "/messages"), params={"limit": 200}).json()["messages"]
+        assert [m["index"] for m in page if m["auto_hidden"]] == before
+        path = url(CHAT, f"/scenes/{ends[-1]}")
+        error_of(again.patch(path, json={"visible": "maybe"}), 422, "visible")
+        error_of(again.patch(url(CHAT, "/scenes/3"), json={"visible": False}), 404, "index")

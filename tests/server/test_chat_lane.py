@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from autorecap.server.app import ServerConfig, _chat_of_path, create_app
+from autorecap.server.app import ServerConfig, create_app
+from autorecap.server.proxy.routes import _chat_of_path
 
 UPSTREAM = "http://127.0.0.1:9/v1"  # nothing listens there: a chat completion is a 502
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Ahoy."}]}

@@ -30,7 +30,7 @@ from autorecap.core.recall import RECALL_KEY
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
-from autorecap.server.proxy import ChatRegistry, Turn
+from autorecap.server.proxy.turns import ProxyChats, Turn
 from autorecap.session import Session
 from autorecap.store.sqlite import SQLiteStore
 
@@ -83,11 +83,11 @@ ENCODINGS: dict[str, Callable[[list[dict[str, Any]]], bytes]] = {
 """Ways real clients write a request: the fast path reads every one of them."""
 
 
-def make_registry(root: Path, name: str, values: dict[str, Any], *, fast: bool) -> ChatRegistry:
+def make_registry(root: Path, name: str, values: dict[str, Any], *, fast: bool) -> ProxyChats:
     store = SQLiteStore(root / f"{name}.db", synchronous="OFF")
     profiles = Profiles(root / name / "settings.json")  # never the user's home
     profiles.set_many(values)
-    registry = ChatRegistry(store, JobQueue(store), profiles=profiles, queue_recaps=False)
+    registry = ProxyChats(store, JobQueue(store), profiles=profiles, queue_recaps=False)
     registry.fast = fast
     return registry
 

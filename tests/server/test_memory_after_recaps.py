@@ -15,8 +15,8 @@ from autorecap.core.slots import SCENE_KEY
 from autorecap.jobs.queue import JobQueue
 from autorecap.profiles import Profiles
 from autorecap.recap.backends import make_backend
-from autorecap.server import freshness
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.chats import refresh as freshness
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.store.sqlite import SQLiteStore
 
 from .conftest import VOYAGE
@@ -39,7 +39,7 @@ def body(messages: list[dict[str, str]]) -> bytes:
 
 def test_the_worker_leaves_the_memory_refreshed_after_its_jobs(tmp_path: Path) -> None:
     sqlite = SQLiteStore(tmp_path / "chats.db")
-    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    registry = ProxyChats(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
     try:
         messages = conversation()
         turn = registry.begin(CHAT, body(messages))
@@ -66,10 +66,10 @@ def test_the_worker_leaves_the_memory_refreshed_after_its_jobs(tmp_path: Path) -
         sqlite.close()
 
 
-def recap_everything(tmp_path: Path) -> tuple[int, int, ChatRegistry, SQLiteStore]:
+def recap_everything(tmp_path: Path) -> tuple[int, int, ProxyChats, SQLiteStore]:
     """(refreshes the worker made, message recaps it made) for a fresh chat of LINES."""
     sqlite = SQLiteStore(tmp_path / "chats.db")
-    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    registry = ProxyChats(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
     messages = conversation()
     registry.settle(registry.begin(CHAT, body(messages)))
     session = registry.session(CHAT)
@@ -105,10 +105,10 @@ def test_the_worker_refreshes_a_chat_at_most_every_refresh_every_s(
 
 
 @pytest.fixture
-def registry(tmp_path: Path) -> Iterator[ChatRegistry]:
+def registry(tmp_path: Path) -> Iterator[ProxyChats]:
     """A registry that has seen one request of CHAT (its first three LINES)."""
     sqlite = SQLiteStore(tmp_path / "chats.db")
-    found = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    found = ProxyChats(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
     messages = [{"role": "system", "content": "You are Mira."}]
     messages += [{"role": "user", "content": line} for line in LINES[:3]]
     try:
@@ -120,7 +120,7 @@ def registry(tmp_path: Path) -> Iterator[ChatRegistry]:
 
 
 def test_a_refresh_put_off_by_the_interval_is_made_between_later_jobs(
-    registry: ChatRegistry, monkeypatch: pytest.MonkeyPatch
+    registry: ProxyChats, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A worker with a backlog on other chats may not come back to this one for a long time:
     # the refresh the interval put off is made between two later jobs, once it is over.
@@ -143,7 +143,7 @@ def test_a_refresh_put_off_by_the_interval_is_made_between_later_jobs(
     assert session.refreshes == refreshes
 
 
-def test_the_worker_calls_after_job_once_per_job(registry: ChatRegistry) -> None:
+def test_the_worker_calls_after_job_once_per_job(registry: ProxyChats) -> None:
     calls: list[str] = []
     worker = registry.worker(
         lambda settings: make_backend(settings, backend="offline"), idle_sleep=0.01
@@ -160,7 +160,7 @@ def test_what_the_worker_saved_is_not_saved_again_by_the_next_turn(
     """The worker's jobs save their recaps (and the running recap) themselves: the next turn's
     save writes the turn's own messages, not every message the worker recapped since."""
     sqlite = SQLiteStore(tmp_path / "chats.db")
-    registry = ChatRegistry(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
+    registry = ProxyChats(sqlite, JobQueue(sqlite), profiles=Profiles(tmp_path / "settings.json"))
     try:
         messages = conversation()
         registry.settle(registry.begin(CHAT, body(messages)))

@@ -21,8 +21,8 @@ from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles
 from autorecap.recap.backend import RecapBackend
 from autorecap.recap.backends import make_backend
-from autorecap.server import freshness
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.chats import refresh as freshness
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
 
@@ -40,11 +40,11 @@ def body(lines: list[str]) -> bytes:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[ChatRegistry, SQLiteStore]]:
+def setup(tmp_path: Path) -> Iterator[tuple[ProxyChats, SQLiteStore]]:
     """A registry holding CHAT in memory, and another connection to its store."""
     path = tmp_path / "chats.db"
     mine = SQLiteStore(path)
-    registry = ChatRegistry(mine, JobQueue(mine), profiles=Profiles(tmp_path / "settings.json"))
+    registry = ProxyChats(mine, JobQueue(mine), profiles=Profiles(tmp_path / "settings.json"))
     registry.settle(registry.begin(CHAT, body(LINES)))
     other = SQLiteStore(path)
     yield registry, other
@@ -61,7 +61,7 @@ def recap_elsewhere(other: SQLiteStore, *indexes: int) -> None:
 
 
 def test_recaps_saved_by_another_process_are_read_in_and_injected(
-    setup: tuple[ChatRegistry, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+    setup: tuple[ProxyChats, SQLiteStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 0.0)  # refreshed as soon as read in
     registry, other = setup
@@ -99,7 +99,7 @@ def test_recaps_saved_by_another_process_are_read_in_and_injected(
 
 
 def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
-    setup: tuple[ChatRegistry, SQLiteStore],
+    setup: tuple[ProxyChats, SQLiteStore],
 ) -> None:
     registry, other = setup
     recap_elsewhere(other, 2)
@@ -113,7 +113,7 @@ def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
 
 
 def test_the_next_turn_saves_without_undoing_recaps_made_elsewhere(
-    setup: tuple[ChatRegistry, SQLiteStore],
+    setup: tuple[ProxyChats, SQLiteStore],
 ) -> None:
     registry, other = setup
     recap_elsewhere(other, 1, 4)
@@ -127,7 +127,7 @@ def test_the_next_turn_saves_without_undoing_recaps_made_elsewhere(
 
 
 def test_a_chat_reshaped_elsewhere_is_read_again(
-    setup: tuple[ChatRegistry, SQLiteStore],
+    setup: tuple[ProxyChats, SQLiteStore],
 ) -> None:
     registry, other = setup
     before = registry.session(CHAT)
@@ -171,7 +171,7 @@ class _InterruptedOnce:
 
 @pytest.mark.parametrize("shared", [True, False], ids=["server-worker", "standalone-worker"])
 def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
-    setup: tuple[ChatRegistry, SQLiteStore], shared: bool
+    setup: tuple[ProxyChats, SQLiteStore], shared: bool
 ) -> None:
     registry, other = setup
     queue = registry.queue
@@ -201,7 +201,7 @@ def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
 
 
 def test_a_chat_left_stale_by_a_refused_save_is_refreshed_later(
-    setup: tuple[ChatRegistry, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+    setup: tuple[ProxyChats, SQLiteStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A refresh's save is refused: another process saved the same message meanwhile. Its
     change is read in just after the refresh, too soon for another: `catch_up` makes it."""

@@ -18,7 +18,7 @@ from autorecap import sample_chat_path
 from autorecap.core import scenes
 from autorecap.core.model import Chat
 from autorecap.server.app import ServerConfig, create_app
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.stfiles.jsonl import read_chat, serialize_chat
 from autorecap.store.sqlite import SQLiteStore
 
@@ -107,7 +107,7 @@ def test_concurrent_memory_switches_of_different_chats_are_all_kept(
     # shared settings file with no lock (api_admin._changing's lock is not taken), and
     # Profiles.reload from other requests swaps its data meanwhile: lost updates, all 200s.
     count = 16
-    registry: ChatRegistry = client.app.state.registry  # type: ignore[attr-defined]
+    registry: ProxyChats = client.app.state.registry  # type: ignore[attr-defined]
     for number in range(count):
         registry.store.import_chat(Chat(chat_id=f"c{number}"), chat_id=f"c{number}")
         assert client.get(f"/api/chats/c{number}").status_code == 200
@@ -157,7 +157,7 @@ def test_a_save_of_another_chat_does_not_take_the_new_message_ids(tmp_path: Path
 def test_a_reply_is_not_recorded_into_a_chat_replaced_meanwhile(
     upstream: Upstream, start_proxy: StartProxy, http: httpx.Client
 ) -> None:
-    # Cause: ChatRegistry.record looks the chat up again by id: after an import with
+    # Cause: ProxyChats.record looks the chat up again by id: after an import with
     # replace=true (api_chats._import -> registry.drop) it loads the new chat and appends the
     # old conversation's reply to it.
     proxy = start_proxy()
@@ -178,7 +178,7 @@ def test_a_reply_is_not_recorded_into_a_chat_replaced_meanwhile(
 def test_deleting_a_chat_during_a_request_still_relays_the_reply(
     upstream: Upstream, start_proxy: StartProxy, http: httpx.Client, stream: bool
 ) -> None:
-    # Cause: app.answer's done() calls ChatRegistry.record, which raises UnknownChatError for the
+    # Cause: app.answer's done() calls ProxyChats.record, which raises UnknownChatError for the
     # deleted chat: the JSON answer becomes a 404 naming CLI commands, the stream is cut off.
     proxy = start_proxy()
     url = proxy.chat_url("gone") + "/chat/completions"
@@ -212,11 +212,11 @@ def test_deleting_a_chat_during_a_request_still_relays_the_reply(
 def test_a_reply_never_blocks_the_event_loop_on_a_busy_chat_lock(
     upstream: Upstream, start_proxy: StartProxy, http: httpx.Client
 ) -> None:
-    # Cause: app.answer's done() runs ChatRegistry.record on the event loop, which waits for the
+    # Cause: app.answer's done() runs ProxyChats.record on the event loop, which waits for the
     # chat's lock (held by a recap job or an API call): every other request, of every key,
     # waits with it.
     proxy = start_proxy()
-    registry: ChatRegistry = proxy.server.config.app.state.registry
+    registry: ProxyChats = proxy.server.config.app.state.registry
     hold = upstream.hold(lambda request: True, reply="Late reply.")
     url = proxy.chat_url("busy") + "/chat/completions"
     thread, _ = in_thread(lambda: http.post(url, json=HELLO))

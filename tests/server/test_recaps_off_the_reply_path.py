@@ -23,7 +23,7 @@ from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import content_hash
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import (
     DEFAULT_MESSAGE_RECAP_PROMPT,
     DEFAULT_RUNNING_RECAP_PROMPT,
@@ -98,8 +98,8 @@ class Conversation:
     http: httpx.Client
 
     @property
-    def registry(self) -> ChatRegistry:
-        registry: ChatRegistry = self.proxy.server.config.app.state.registry
+    def registry(self) -> ProxyChats:
+        registry: ProxyChats = self.proxy.server.config.app.state.registry
         return registry
 
     def ask(self, *history: dict[str, str]) -> dict[str, str]:

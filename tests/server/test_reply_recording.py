@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from autorecap.server.app import ServerConfig, create_app
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from tests.server.test_echo_fast_path import BASE_SETTINGS, make_registry
 
 CHAT = "late-replies"
@@ -32,7 +32,7 @@ def request(*messages: dict[str, str]) -> bytes:
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "full"])
-def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatRegistry]:
+def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProxyChats]:
     made = make_registry(tmp_path, "late", BASE_SETTINGS, fast=request.param)
     try:
         yield made
@@ -41,12 +41,12 @@ def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatReg
         made.store.close()
 
 
-def texts(registry: ChatRegistry) -> list[tuple[str, Any]]:
+def texts(registry: ProxyChats) -> list[tuple[str, Any]]:
     return [(m["mes"], m.get("swipes")) for m in registry.chat(CHAT).messages]
 
 
 def test_a_reply_is_kept_when_an_old_message_is_deleted_during_its_generation(
-    registry: ChatRegistry,
+    registry: ProxyChats,
 ) -> None:
     first = registry.begin(CHAT, request(said("user", "u1")))
     registry.finish(first, "a1")
@@ -60,7 +60,7 @@ def test_a_reply_is_kept_when_an_old_message_is_deleted_during_its_generation(
 
 
 def test_a_regeneration_sent_before_the_first_answer_was_recorded_becomes_its_swipe(
-    registry: ChatRegistry,
+    registry: ProxyChats,
 ) -> None:
     opening = request(said("user", "u1"))
     first = registry.begin(CHAT, opening)  # answered "a1", not recorded yet
@@ -71,7 +71,7 @@ def test_a_regeneration_sent_before_the_first_answer_was_recorded_becomes_its_sw
 
 
 def test_a_reply_the_next_request_already_carried_is_not_recorded_twice(
-    registry: ChatRegistry,
+    registry: ProxyChats,
 ) -> None:
     first = registry.begin(CHAT, request(said("user", "u1")))
     second = registry.begin(
@@ -82,7 +82,7 @@ def test_a_reply_the_next_request_already_carried_is_not_recorded_twice(
     assert [text for text, _ in texts(registry)] == ["u1", "a1", "u2", "a2"]
 
 
-def test_a_reply_the_client_moved_on_without_is_not_kept(registry: ChatRegistry) -> None:
+def test_a_reply_the_client_moved_on_without_is_not_kept(registry: ProxyChats) -> None:
     first = registry.begin(CHAT, request(said("user", "u1")))
     second = registry.begin(CHAT, request(said("user", "u1"), said("user", "u1, again")))
     registry.finish(first, "a1")  # the client did not wait for it: not in its conversation
@@ -152,7 +152,7 @@ def test_a_stream_the_upstream_breaks_off_still_closes_its_turn(
             # The client may see the broken body (not the point here).
             with contextlib.suppress(Exception):
                 client.post("/c/mira/v1/chat/completions", json=body)
-            registry: ChatRegistry = app.state.registry
+            registry: ProxyChats = app.state.registry
             registry.flush(timeout=10)
             assert registry._open_turns == 0  # settled: saved, jobs queued, flush not stuck
             assert [m["mes"] for m in registry.chat("mira").messages] == kept

@@ -9,7 +9,7 @@ import httpx
 import openai
 
 from autorecap.core import running
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from tests.server.conftest import COMPLETION_BODY, Proxy, Upstream
 
 MODEL = "loopback-7b"
@@ -18,8 +18,8 @@ RECAP = "The Heron left port at dawn; Jonah lost the map."
 MakeClient = Callable[[str], openai.OpenAI]
 
 
-def registry_of(proxy: Proxy) -> ChatRegistry:
-    registry: ChatRegistry = proxy.server.config.app.state.registry
+def registry_of(proxy: Proxy) -> ProxyChats:
+    registry: ProxyChats = proxy.server.config.app.state.registry
     return registry
 
 

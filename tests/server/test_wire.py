@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autorecap.server.wire import (
+from autorecap.server.proxy.request_json import (
     RequestError,
     elements_after,
     layout,

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 
 from .conftest import StartProxy, Upstream
 
@@ -30,7 +30,7 @@ def test_recaps_progress_while_a_reply_is_being_generated(
     start_proxy: StartProxy, upstream: Upstream
 ) -> None:
     proxy = start_proxy(worker=True)
-    registry: ChatRegistry = proxy.server.config.app.state.registry
+    registry: ProxyChats = proxy.server.config.app.state.registry
     queue = registry.queue
     url = f"{proxy.chat_url(CHAT)}/chat/completions"
     messages: list[dict[str, Any]] = [SYSTEM, *history(80)]

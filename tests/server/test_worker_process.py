@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.slots import SCENE_KEY
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.testing import generate_chat
 
 from .conftest import StartProxy, Upstream
@@ -51,7 +51,7 @@ def test_recaps_made_by_a_worker_process_reach_the_proxys_requests(
     start_proxy: StartProxy, upstream: Upstream, db_path: Path, home: Path
 ) -> None:
     proxy = start_proxy(worker=False)
-    registry: ChatRegistry = proxy.server.config.app.state.registry
+    registry: ProxyChats = proxy.server.config.app.state.registry
     client = openai.OpenAI(base_url=proxy.chat_url(CHAT), api_key="test", max_retries=0, timeout=20)
     history = [SYSTEM, *turns(60)]
     first = client.chat.completions.create(model="m", messages=history)  # type: ignore[arg-type]

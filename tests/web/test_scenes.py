@@ -1,5 +1,5 @@
-"""Scene breaks in the chat view (mark, rename, unmark, switch a scene recap's version) and the
-scene navigator."""
+"""Scene breaks in the chat view (mark, rename, hide, unmark, switch a scene recap's version)
+and the scene navigator."""
 
 from __future__ import annotations
 
@@ -35,6 +35,21 @@ def test_mark_rename_and_unmark_a_scene_break(
     name.press("Enter")
     expect(row.locator(".scene-name")).to_contain_text("Back room")
     expect(navigator.locator(".scene-link").first).to_contain_text("Back room")
+
+    # Hidden, the break stays a scene but no longer counts for auto-hide; shown again.
+    hide = row.get_by_role("button", name="Hide the scene break after message 12")
+    expect(hide).to_have_attribute("aria-pressed", "false")
+    hide.click()
+    expect(row.locator(".scene-break")).to_have_class("scene-break is-hidden")
+    expect(row.locator(".scene-name")).to_contain_text("Hidden scene break")
+    expect(hide).to_have_attribute("aria-pressed", "true")
+    scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]
+    assert [s["visible"] for s in scenes if s["break_index"] == 12] == [False]
+    hide.click()
+    expect(hide).to_have_attribute("aria-pressed", "false")
+    expect(row.locator(".scene-name")).not_to_contain_text("Hidden")
+    scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]
+    assert [s["visible"] for s in scenes if s["break_index"] == 12] == [True]
 
     row.get_by_role("button", name="Remove the scene break after message 12").click()
     expect(row.locator(".scene-break")).to_have_count(0)

@@ -58,6 +58,22 @@ def serve(
             "saved.",
         ),
     ] = True,
+    open_chats: Annotated[
+        int,
+        typer.Option(
+            help="Chats kept in memory at most; the least recently used one is saved and let "
+            "go when another is loaded (its next request loads it again).",
+            min=1,
+        ),
+    ] = 256,
+    upstream_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the upstream may stay silent (before answering, or between two "
+            "chunks of a stream) before the request fails with a 502 or an error event.",
+            min=1,
+        ),
+    ] = 600.0,
     durable: Annotated[
         bool,
         typer.Option(
@@ -82,6 +98,8 @@ def serve(
             keys_file=keys_file,
             durable=durable,
             worker=worker,
+            open_chats=open_chats,
+            timeout_s=upstream_timeout,
         )
     )
     err.print(

@@ -9,13 +9,14 @@ import sqlite3
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autorecap.core.data import get_data, get_memory, read_namespace
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import last_break, scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
+from autorecap.jobs.context import JobContext
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
 from autorecap.pacing import pause
@@ -29,9 +30,6 @@ from autorecap.recap.backend import RecapBackend, RecapResult
 from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
-
-if TYPE_CHECKING:
-    from autorecap.jobs.runner import Worker
 
 MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
@@ -91,7 +89,7 @@ def enqueue_pipeline(
 # --- the jobs ------------------------------------------------------------------------------------
 
 
-def _message_recap(worker: Worker, job: Job) -> None:
+def _message_recap(worker: JobContext, job: Job) -> None:
     """Recap one message; with a backend that recaps several per call, the chat's other
     waiting message jobs too (`JobQueue.claim_siblings`), each finished on its own."""
     chat = worker.chat(job.chat_id)
@@ -114,7 +112,7 @@ def _message_recap(worker: Worker, job: Job) -> None:
 
 
 def _recap_messages(
-    worker: Worker, jobs: list[Job], chat: Chat, settings: Settings, backend: RecapBackend
+    worker: JobContext, jobs: list[Job], chat: Chat, settings: Settings, backend: RecapBackend
 ) -> dict[int, AutorecapError]:
     """The work of message jobs: recaps made (no lock held during LLM calls), stored and saved
     with the jobs' completions in one transaction. Returns the jobs that failed."""
@@ -189,7 +187,7 @@ def _recap_messages(
 
 
 def _on_chat(
-    worker: Worker,
+    worker: JobContext,
     job: Job,
     backend: RecapBackend,
     work: Callable[[Chat], list[str]],
@@ -240,7 +238,7 @@ def _scene_state(message: Message) -> str:
     return json.dumps(scene, sort_keys=True, default=str) if scene else ""
 
 
-def _detect_scenes(worker: Worker, job: Job) -> None:
+def _detect_scenes(worker: JobContext, job: Job) -> None:
     chat = worker.chat(job.chat_id)
     settings = worker.settings_for(chat)
     backend = worker.backend(settings)
@@ -291,7 +289,7 @@ def _detect_scenes(worker: Worker, job: Job) -> None:
         worker.queue.complete(job)
 
 
-def _scene_recap(worker: Worker, job: Job) -> None:
+def _scene_recap(worker: JobContext, job: Job) -> None:
     chat = worker.chat(job.chat_id)
     settings = worker.settings_for(chat)
     counter = get_counter(settings.tokenizer)
@@ -316,7 +314,7 @@ def _scene_recap(worker: Worker, job: Job) -> None:
         worker.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
 
 
-def _running_recap(worker: Worker, job: Job) -> None:
+def _running_recap(worker: JobContext, job: Job) -> None:
     chat = worker.chat(job.chat_id)
     settings = worker.settings_for(chat)
     counter = get_counter(settings.tokenizer)
@@ -348,7 +346,7 @@ def _running_recap(worker: Worker, job: Job) -> None:
         worker.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
 
 
-HANDLERS: dict[str, Callable[[Worker, Job], None]] = {
+HANDLERS: dict[str, Callable[[JobContext, Job], None]] = {
     "message_recap": _message_recap,
     "detect_scenes": _detect_scenes,
     "scene_recap": _scene_recap,

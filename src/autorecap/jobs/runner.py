@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of
 from autorecap.errors import AutorecapError
+from autorecap.jobs.context import WorkerStats
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.pacing import pausing
@@ -50,17 +50,6 @@ class JobCancelledError(AutorecapError):
 class ChatMovedError(AutorecapError):
     """While a job had let go of its chat (`Worker._pause`), messages were removed or moved, or
     the chat was replaced: the positions it worked with are wrong now. It runs again at once."""
-
-
-@dataclass
-class WorkerStats:
-    """What a worker did."""
-
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    llm_skipped: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 class Worker:

@@ -51,6 +51,8 @@ from autorecap.store.rows import (
 from autorecap.store.search import search
 
 DB_FILE = "autorecap.db"
+ORDERS_KEPT = 1024
+"""How many chats' stored orders a connection remembers (the least recently written go)."""
 
 
 class SQLiteStore(ChatStore):
@@ -199,7 +201,7 @@ class SQLiteStore(ChatStore):
                 (chat_id,),
             ).fetchall()
             self._check_orders()
-            self._orders[chat_id] = [row[0] for row in rows]
+            self._remember_order(chat_id, [row[0] for row in rows])
         header_raw, header_data, layout_text, rev, header_rev, order_rev = head
         layout = layout_from_json(layout_text)
         layout.header_raw = header_raw
@@ -327,7 +329,7 @@ class SQLiteStore(ChatStore):
         if structure or full:
             with self._lock:
                 self._check_orders()
-                self._orders[chat.id] = saved(chat.messages)
+                self._remember_order(chat.id, saved(chat.messages))
         return written
 
     # --- changes made by other processes -------------------------------------------------------
@@ -374,6 +376,19 @@ class SQLiteStore(ChatStore):
             pulled.header = True
         revs.synced = rev
         return pulled
+
+    def _remember_order(self, chat_id: str, order: StoredOrder) -> None:
+        """Keep a chat's stored order (hold the lock), at most `ORDERS_KEPT` of them."""
+        self._orders.pop(chat_id, None)
+        self._orders[chat_id] = order
+        while len(self._orders) > ORDERS_KEPT:
+            del self._orders[next(iter(self._orders))]
+
+    def forget(self, chat_id: str) -> None:
+        """Let go of what this connection remembers of a chat (its copy in memory is gone:
+        the order it remembers would keep its messages alive)."""
+        with self._lock:
+            self._orders.pop(chat_id, None)
 
     def _check_orders(self) -> None:
         """Clear `_orders` when another connection committed since it was made (hold the

@@ -1,15 +1,10 @@
-"""Carrying out a reconciled request on a chat's session (each change fires the seeds' event),
-and the full path's outgoing messages: the request's own messages, hidden ones left out, the
-memory placed among them by SillyTavern's rules."""
+"""Carrying out a reconciled request on a chat's session: each change (a message added, edited,
+deleted, swiped) fires the seeds' event, and the memory is refreshed once at the end."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from autorecap.core.model import Message
-from autorecap.core.prompt import HistoryItem, assemble_chat
 from autorecap.core.reconcile import ClientMessage, Plan
-from autorecap.core.slots import ExtensionPrompts
 from autorecap.session import Session
 
 
@@ -74,31 +69,3 @@ def apply_op(
                 }
             )
             session.chat.notify_change(session.chat.messages[-1])
-
-
-def outgoing_messages(
-    session: Session, result: Plan, sent: list[dict[str, Any]], context_size: int | None
-) -> list[dict[str, Any]]:
-    """The request's own messages (all their fields kept), hidden ones left out, with the
-    memory placed among them."""
-    hidden = {i for i, m in enumerate(session.chat.messages) if m.get("is_system")}
-    history = [
-        HistoryItem(
-            message.role,
-            message.content,
-            message.name,
-            index in hidden,
-            index,
-            source=sent[message.at] if message.at >= 0 else None,
-        )
-        for index, message in enumerate(result.history)
-    ]
-    system = [
-        sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content} for m in result.system
-    ]
-    # When the client already carries our memory, nothing is injected a second time.
-    slots = ExtensionPrompts() if result.carries_injection else session.slots
-    built = assemble_chat(
-        system, history, slots, session.counter, context_size=context_size, count=False
-    )
-    return built.messages

@@ -1,6 +1,6 @@
-"""The web UI: `GET /` is the page, `GET /ui/...` its static files (plain ES modules, no build).
+"""The web UI's routes: `GET /` is the page, `GET /ui/...` its static files.
 
-The files live in `autorecap/server/web/` and ship in the wheel. They are served with
+The files live in `autorecap/server/web/static/` and ship in the wheel. They are served with
 `Cache-Control: no-cache` and an ETag: a browser revalidates every file (a 304 costs one
 round trip on loopback) so that an upgraded autorecap never runs a stale mix of modules. The
 UI speaks only to the REST API under `/api`; these routes need no API key (the page asks for
@@ -15,7 +15,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-WEB_DIR = Path(__file__).with_name("web")
+WEB_DIR = Path(__file__).with_name("static")
 
 _TYPES = {
     ".html": "text/html; charset=utf-8",

@@ -34,14 +34,14 @@ from autorecap.jobs.queue import JobError
 from autorecap.profiles import Profiles
 from autorecap.recap.messages import needs_recap
 from autorecap.server.access import Scope, header_text
-from autorecap.server.api import Owner, Registry
-from autorecap.server.api_errors import (
+from autorecap.server.api.dependencies import Owner, Registry
+from autorecap.server.api.errors import (
     ApiError,
     ConflictError,
     InvalidValueError,
     TooLargeError,
 )
-from autorecap.server.api_views import (
+from autorecap.server.api.views import (
     ChatFacts,
     SceneNames,
     chat_facts,
@@ -52,7 +52,7 @@ from autorecap.server.api_views import (
     running_json,
     unknown_chat,
 )
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.chats.registry import ChatRegistry
 from autorecap.stfiles.jsonl import parse_chat
 from autorecap.store.migrations import StoreError
 

@@ -19,23 +19,40 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from autorecap.core.model import Message
 from autorecap.errors import AutorecapError
-
-if TYPE_CHECKING:
-    from autorecap.server.proxy import ChatRegistry
+from autorecap.server.chats.pending_saves import Unsaved
+from autorecap.server.chats.refresh import Freshness
+from autorecap.session import Session
+from autorecap.store.sqlite import SQLiteStore
 
 log = logging.getLogger("autorecap.server")
 POLL_S = 0.05
 """How often the server looks for saves of other processes (one cheap query when none)."""
 
 
+class OpenChats(Protocol):
+    """The open chats, as this module reads into them (`chats.registry.ChatRegistry`)."""
+
+    store: SQLiteStore
+    freshness: Freshness
+
+    def hold(self, chat_id: str) -> AbstractContextManager[None]: ...
+
+    def open_copy(self, chat_id: str) -> tuple[Session, Unsaved] | None: ...
+
+    def synced(self) -> dict[str, int | None]: ...
+
+    def drop(self, chat_id: str) -> None: ...
+
+
 class Outside:
     """One registry's view of the other processes' saves (see the module docstring)."""
 
-    def __init__(self, registry: ChatRegistry) -> None:
+    def __init__(self, registry: OpenChats) -> None:
         self._registry = registry
         self._version: int | None = None
         self.pulls = 0
@@ -50,11 +67,11 @@ class Outside:
         memory: False."""
         registry = self._registry
         with registry.hold(chat_id):
-            session = registry._sessions.get(chat_id)
-            if session is None:
+            found = registry.open_copy(chat_id)
+            if found is None:
                 return False
+            session, unsaved = found
             chat = session.chat
-            unsaved = registry._unsaved[chat_id]
             waiting = {id(m): m for m in pending} | unsaved.messages
             header_waiting = header_pending or unsaved.header
             pulled = registry.store.pull(
@@ -84,8 +101,7 @@ class Outside:
         if version == self._version:
             return 0
         self._version = version
-        with registry._guard:
-            known = {chat_id: s.chat.revs.synced for chat_id, s in registry._sessions.items()}
+        known = registry.synced()
         if not known:
             return 0
         stored = registry.store.revisions()

@@ -384,6 +384,15 @@ export class ChatView {
     this.loadScenes();
   }
 
+  async setBreakVisible(index, visible) {
+    const said = visible ? `Scene break after message ${index} shown` : `Scene break after message ${index} hidden: it no longer counts for auto-hide`;
+    await this.act(() => api.patch(chatPath(this.chat, "scenes", index), { visible }), said);
+    await this.reloadRow(index);
+    this.setActive(index, true);
+    this.loadScenes();
+    this.changed();
+  }
+
   async selectSceneVersion(index, selected) {
     await this.act(() => api.patch(chatPath(this.chat, "scenes", index), { selected }), `Scene recap version ${selected + 1} selected`);
     await this.reloadRow(index);

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from autorecap.errors import AutorecapError
-from autorecap.server.responses import error_response
+from autorecap.server.errors import error_response
 
 
 class ApiError(AutorecapError):

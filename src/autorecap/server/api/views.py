@@ -25,8 +25,8 @@ from autorecap.core.scenes import (
 )
 from autorecap.profiles import Profiles
 from autorecap.server.access import Scope
-from autorecap.server.api_errors import NotFoundError
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.api.errors import NotFoundError
+from autorecap.server.chats.registry import ChatRegistry
 from autorecap.session import Session
 from autorecap.settings import chat_enabled
 

@@ -14,9 +14,9 @@ from autorecap.core.names import character_name_of, user_name_of
 from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_text, history_from_chat
 from autorecap.core.recall import query_text, set_recall_slot
 from autorecap.core.slots import Position, Role
-from autorecap.server.api import Owner, Registry
-from autorecap.server.api_errors import NotFoundError
-from autorecap.server.api_views import open_chat
+from autorecap.server.api.dependencies import Owner, Registry
+from autorecap.server.api.errors import NotFoundError
+from autorecap.server.api.views import open_chat
 from autorecap.session import Session
 
 router = APIRouter()

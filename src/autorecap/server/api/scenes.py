@@ -10,12 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autorecap.core import running
 from autorecap.core.data import get_data, update_data
-from autorecap.core.scenes import edit_recap, recap_versions, rename_break, scenes
+from autorecap.core.scenes import edit_recap, recap_versions, rename_break, scenes, set_visible
 from autorecap.core.scenes import select_recap_version as select_scene_version
 from autorecap.jobs.handlers import RUNNING_PRIORITY, SCENE_PRIORITY
-from autorecap.server.api import Owner, Registry
-from autorecap.server.api_errors import ApiError, ConflictError, InvalidValueError, NotFoundError
-from autorecap.server.api_views import (
+from autorecap.server.api.dependencies import Owner, Registry
+from autorecap.server.api.errors import ApiError, ConflictError, InvalidValueError, NotFoundError
+from autorecap.server.api.views import (
     break_at,
     message_at,
     open_chat,
@@ -75,10 +75,16 @@ def unmark_scene(chat: str, index: int, scope: Owner, registry: Registry) -> dic
 
 
 class ScenePatch(BaseModel):
-    """Any of: a name, the recap version to use, a recap written by hand."""
+    """Any of: a name, the recap version to use, a recap written by hand, whether the break
+    is shown."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field("", description="The scene's name.")
+    visible: bool = Field(
+        True,
+        description="Show (true) or hide (false) the break: a hidden one does not count "
+        "for auto-hide.",
+    )
     selected: int = Field(0, description="Use this recap version (0-based).")
     recap: str = Field("", description="A recap written by hand: a new version, selected.")
 
@@ -87,11 +93,11 @@ class ScenePatch(BaseModel):
 def patch_scene(
     chat: str, index: int, body: ScenePatch, scope: Owner, registry: Registry
 ) -> dict[str, Any]:
-    """Rename the scene ending at message `index`, select one of its recap versions, or save
-    an edited recap as a new version. Returns the scene."""
+    """Rename the scene ending at message `index`, select one of its recap versions, save an
+    edited recap as a new version, or hide or show its break. Returns the scene."""
     given = body.model_fields_set
     if not given:
-        raise ApiError('send any of {"name"}, {"selected"}, {"recap"}', field="body")
+        raise ApiError('send any of {"name"}, {"selected"}, {"recap"}, {"visible"}', field="body")
     if {"selected", "recap"} <= given:
         raise ApiError(
             "send selected or recap, not both: a recap written by hand becomes the selected "
@@ -115,6 +121,8 @@ def patch_scene(
             rename_break(message, body.name)
         if "recap" in given:
             edit_recap(message, body.recap)
+        if "visible" in given:
+            set_visible(message, body.visible)
         session.refresh()
         return _scene_ending_at(session, index)
 

@@ -192,7 +192,12 @@ function sceneBlock(message, view) {
       h("button", { type: "button", onclick: () => view.stopEditing() }, "Cancel"),
     );
   } else {
-    title = h("h4", { class: "scene-name" }, h("span", { class: "muted" }, "Scene break · "), name);
+    title = h(
+      "h4",
+      { class: "scene-name" },
+      h("span", { class: "muted" }, scene.visible === false ? "Hidden scene break · " : "Scene break · "),
+      name,
+    );
   }
   const cause = BREAK_CAUSES[scene.cause];
   const versions = [];
@@ -252,6 +257,17 @@ function sceneBlock(message, view) {
             "button",
             { type: "button", "aria-label": `Regenerate the recap of the scene ending at message ${i}`, onclick: () => view.regenerateScene(i) },
             "Regenerate",
+          ),
+          h(
+            "button",
+            {
+              type: "button",
+              "aria-pressed": scene.visible === false ? "true" : "false",
+              "aria-label": `Hide the scene break after message ${i}`,
+              title: "A hidden break does not count for auto-hide",
+              onclick: () => view.setBreakVisible(i, scene.visible === false),
+            },
+            "Hide break",
           ),
           h(
             "button",

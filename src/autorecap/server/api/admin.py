@@ -24,10 +24,10 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import STATES, Job, JobError, JobQueue
 from autorecap.profiles import DEFAULT_PROFILE, Profiles
 from autorecap.server.access import NotYoursError, Scope, owner_of
-from autorecap.server.api import Owner, Registry
-from autorecap.server.api_errors import ConflictError, NotFoundError
-from autorecap.server.api_views import open_chat
-from autorecap.server.proxy import ChatRegistry
+from autorecap.server.api.dependencies import Owner, Registry
+from autorecap.server.api.errors import ConflictError, NotFoundError
+from autorecap.server.api.views import open_chat
+from autorecap.server.chats.registry import ChatRegistry
 from autorecap.settings import (
     GLOBAL_KEYS,
     SETTING_NAMES,

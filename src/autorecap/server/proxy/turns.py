@@ -1,0 +1,274 @@
+"""A request's turn on its chat: the client's messages reconciled with the stored chat (the
+seeds' events fired), the outgoing request built (`begin`), the reply recorded (`record`, placed
+by `proxy.replies`), and the whole turn saved and its recap jobs queued (`settle`).
+
+May import `server.chats`, the rest of `server.proxy` but `routes`, and the services below.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from autorecap.core.model import Chat, Message
+from autorecap.core.names import learn_names, names_from_request, names_known
+from autorecap.core.reconcile import Plan, plan
+from autorecap.jobs.handlers import enqueue_pipeline
+from autorecap.jobs.queue import JobQueue
+from autorecap.server.chats.registry import INJECTED_KEYS, ChatRegistry
+from autorecap.server.proxy.changes import carry_out, only_appends
+from autorecap.server.proxy.matching import client_messages, request_messages, stored_pairs
+from autorecap.server.proxy.outgoing import outgoing_messages
+from autorecap.server.proxy.repeats import Echo, remember, repeat_of
+from autorecap.server.proxy.replies import place_reply
+from autorecap.server.proxy.request_json import dumps, loads, parse_body
+from autorecap.store.sqlite import SQLiteStore
+
+log = logging.getLogger("autorecap.server")
+ECHOES = 512
+"""How many chats' last requests are kept for the fast path (`proxy.repeats`)."""
+
+
+@dataclass
+class Turn:
+    """One request in progress: what goes upstream, and how to record the answer."""
+
+    chat_id: str
+    body: bytes
+    """The request to send upstream."""
+    stream: bool
+    regenerate: int | None
+    plan: Plan
+    injected: list[str] = field(default_factory=list)
+    touched: list[Message] = field(default_factory=list)
+    """Messages this turn added or changed: the ones that need (new) recaps."""
+    chat: Chat | None = None
+    """The chat object the turn began on (a chat replaced meanwhile is another object)."""
+    recorded: Message | None = None
+    """The reply, once recorded."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The messages that go upstream (parsed from `body`)."""
+        return list(loads(self.body)["messages"])
+
+    settling: bool = False
+    """`settle_later` was called (once is enough)."""
+    refresh_due: bool = False
+    """The memory refresh of the turn's events was left for later (`carry.only_appends`):
+    the reply's event refreshes it, else `settle` does."""
+    after: Message | None = None
+    """The stored message the reply follows (the last one when the turn began), or, for a
+    regeneration, the message the reply becomes a swipe of: the reply is recorded after the
+    client has it, and other requests may have changed the chat meanwhile."""
+
+
+class ProxyChats(ChatRegistry):
+    """The open chats, with the proxy's turns on them.
+
+    A turn changes the in-memory chat on the reply path (`begin`, then `record`) and saves it
+    afterwards (`settle`, on the saver thread): the client holds the whole history and sends it
+    again with its next request, so nothing it sent can be lost while a save is pending.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        queue: JobQueue,
+        *,
+        context_size: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(store, queue, **options)
+        self.context_size = context_size
+        self._echoes: dict[str, Echo] = {}
+        self.fast = True
+        """Recognise a chat's next request from its last one (`proxy.repeats`); off, every
+        request is reconciled in full (the tests compare the two)."""
+        self.fast_turns = 0
+        """Requests reconciled by the fast path."""
+        self.refresh_later = True
+        """Leave a fast turn's memory refresh for after the request is sent when it cannot
+        change what is sent (`changes.only_appends`); off, it is on the reply path (the
+        benchmark's baseline)."""
+        self._open_turns = 0
+        self._turning: dict[str, int] = {}
+        """Turns open per chat."""
+        self._turns_closed = threading.Condition(self._guard)
+        self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
+
+    def begin(self, chat_id: str, raw: bytes, body: dict[str, Any] | None = None) -> Turn:
+        """Reconcile the request (`raw`: its body as sent; `body`: the same, parsed, when the
+        caller has it) with the chat, firing the seeds' events, and build what goes upstream:
+        hidden messages dropped, the memory placed, unless the client carries it. Nothing is
+        saved here (see `settle`)."""
+        if body is None and chat_id not in self._echoes:
+            body = parse_body(raw)  # a request that cannot be read creates no chat
+        if body is not None:
+            request_messages(body)
+        with self.hold(chat_id):
+            session = self.session(chat_id)
+            chat = session.chat
+            unsaved = self._unsaved[chat_id]
+            injected = [session.slots.value(key) for key in INJECTED_KEYS]
+            echo = self._echoes.pop(chat_id, None)
+            changed = unsaved.take_touched()
+            repeat = None
+            if self.fast and self.context_size is None:
+                repeat = repeat_of(echo, chat, raw, injected, changed)
+            made = None
+            touched: list[Message] = []
+            later = False
+            if repeat is not None:
+                result = repeat.plan
+                # The usual turn (a new message) leaves the memory as it is: its refresh is
+                # not on the reply path.
+                later = self.refresh_later and only_appends(session, result)
+                touched = carry_out(session, result, refresh=not later)
+                changed.update(unsaved.take_touched())
+                if later and session.settings.recall_enabled:
+                    # The refresh waits until after the reply, but the newest message asks now
+                    # (a refresh that ran here filled the slot already).
+                    session.recall_into_slot()
+                made = repeat.outgoing(chat, session.slots, changed)
+            if made is not None and repeat is not None:
+                content, echo = made
+                stream = repeat.stream
+                self.fast_turns += 1
+            else:  # the full way (also when a repeat did not line up: its plan is carried out)
+                if later:
+                    session.refresh_if_stale()
+                    later = False
+                body = body if body is not None else parse_body(raw)
+                sent = request_messages(body)
+                result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
+                # A new chat's first request (always this full way): SillyTavern sends no
+                # names, its prompt has them. Later requests keep what the chat has, so that
+                # the fast way and this one store the same.
+                if not chat.messages and not names_known(chat):
+                    learn_names(
+                        chat,
+                        *names_from_request(
+                            [m.content for m in result.system],
+                            [(m.role, m.content, m.name) for m in result.history],
+                        ),
+                    )
+                touched += carry_out(session, result)  # its refresh fills the recall slot
+                outgoing = dict(body)
+                outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)
+                content = dumps(outgoing)
+                stream = bool(body.get("stream"))
+                echo = remember(chat, raw, sent, result) if self.fast else None
+            self._keep_echo(chat_id, echo)  # changes are watched from here on
+            turn = Turn(
+                chat_id, content, stream, result.regenerate, result, injected, touched, chat
+            )
+            turn.refresh_due = later
+            if result.regenerate is not None:
+                turn.after = chat.messages[result.regenerate]
+            elif chat.messages:
+                turn.after = chat.messages[-1]
+            with self._guard:
+                self._open_turns += 1
+                self._turning[chat_id] = self._turning.get(chat_id, 0) + 1
+            return turn
+
+    def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
+        self._unsaved[chat_id].watch(echo is not None)
+        if echo is None:
+            return
+        self._echoes[chat_id] = echo
+        while len(self._echoes) > ECHOES:  # the least recently used goes
+            gone = next(iter(self._echoes))
+            self._echoes.pop(gone)
+            if gone in self._unsaved:
+                self._unsaved[gone].watch(False)
+
+    def record(self, turn: Turn, reply: str) -> None:
+        """Put the answer into the in-memory chat: a new message, or a new swipe of the
+        regenerated one (nothing when the reply did not arrive whole)."""
+        if not reply:
+            return
+        with self.hold(turn.chat_id):
+            session = self._sessions.get(turn.chat_id)
+            if session is None or session.chat is not turn.chat:
+                log.info(
+                    "chat %r was deleted or replaced during a request: reply not kept", turn.chat_id
+                )
+                return
+            turn.recorded = place_reply(
+                session, reply, after=turn.after, regenerate=turn.regenerate
+            )
+            if turn.recorded is not None:
+                session.refresh_if_stale()
+
+    def settle(self, turn: Turn) -> None:
+        """Save the turn's changes and queue recap jobs for the messages it added or changed."""
+        try:
+            self._settle(turn)
+        finally:
+            with self._guard:
+                self._open_turns -= 1
+                left = self._turning.pop(turn.chat_id, 1) - 1
+                if left:
+                    self._turning[turn.chat_id] = left
+                self._turns_closed.notify_all()
+
+    def _settle(self, turn: Turn) -> None:
+        with self.hold(turn.chat_id):
+            session = self._sessions.get(turn.chat_id)
+            if session is None or session.chat is not turn.chat:
+                return  # deleted or replaced meanwhile: its successor is saved on its own
+            if turn.refresh_due:  # no reply came to refresh the memory
+                session.refresh_if_stale()
+            self._save(turn.chat_id)
+            touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
+            if not self.queue_recaps or not touched:
+                return
+            enqueue_pipeline(self.queue, session.chat, session.settings, touched)
+
+    def settle_later(self, turn: Turn) -> None:
+        """`settle` on the saver thread, off the reply path; saves stay in order."""
+        if turn.settling:
+            return
+        turn.settling = True
+        future = self._saver.submit(self.settle, turn)
+        future.add_done_callback(_log_failure)
+
+    def finish(self, turn: Turn, reply: str) -> None:
+        """`record` and `settle` at once."""
+        self.record(turn, reply)
+        self.settle(turn)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until the turns begun so far are recorded and saved (a turn whose answer is
+        still streaming is waited for, up to `timeout`)."""
+        with self._guard:
+            self._turns_closed.wait_for(lambda: self._open_turns <= 0, timeout)
+        self._saver.submit(lambda: None).result(timeout)
+
+    def close(self) -> None:
+        """Wait for pending saves."""
+        self._saver.shutdown(wait=True)
+
+    def in_use(self, chat_id: str) -> bool:
+        """A chat with a turn open (its reply on its way) is never let go."""
+        return chat_id in self._turning
+
+    def idle(self) -> bool:
+        """True when no request is open: none being answered, none waiting for its upstream."""
+        return self._open_turns <= 0 and not self.busy()
+
+    def drop(self, chat_id: str) -> None:
+        with self.hold(chat_id), self._guard:
+            self._echoes.pop(chat_id, None)
+        super().drop(chat_id)
+
+
+def _log_failure(future: Future[None]) -> None:
+    error = future.exception()
+    if error is not None:
+        log.error("saving a chat failed: %s", error)
