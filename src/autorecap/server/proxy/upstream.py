@@ -1,11 +1,12 @@
 """The proxy's connection to the upstream LLM server: send a request, relay the answer.
 
 The HTTP client is aiohttp: one `ClientSession` per server, its connections kept alive and
-pooled, TLS verified with the system's certificates. A proxy named by `HTTP_PROXY`/`HTTPS_PROXY`
-is used unless `NO_PROXY` exempts the upstream's host, read once when the server starts (the
-upstream does not change): aiohttp's own `trust_env` reads them, and `~/.netrc`, on a worker
-thread for every request, two thread hops that cost about 1.5 ms a request under load. No total timeout (a long generation streams for minutes); a
-connection not made in `CONNECT_TIMEOUT_S`, or an upstream silent for `timeout_s`, is given up.
+pooled, TLS verified with the system's certificates. A proxy named by `HTTP_PROXY` or
+`HTTPS_PROXY` is used unless `NO_PROXY` exempts the upstream's host, read once when the server
+starts (the upstream does not change): aiohttp's own `trust_env` reads them, and `~/.netrc`, on
+a worker thread for every request, two thread hops that doubled its CPU per request. No total
+timeout (a long generation streams for minutes); a connection not made in `CONNECT_TIMEOUT_S`,
+or an upstream silent for `timeout_s`, is given up.
 
 The answer comes back as it arrives, bytes unchanged (the upstream is asked for no compression
 and nothing is buffered), except that the server's upstream key is masked wherever the upstream
