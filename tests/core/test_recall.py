@@ -246,6 +246,18 @@ def test_a_long_message_with_many_matches_stays_within_piece_tokens() -> None:
     assert COUNTER.count(found.text) <= PIECE_TOKENS
 
 
+def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones() -> None:
+    # Every sentence says "plum"; only one says "lullaby", late in the message: that one
+    # answers the question, and the sentences that merely share a word make way for it.
+    sentences = [f"The plum tree number {i} stood by the old well in the frost." for i in range(30)]
+    sentences[25] = "Then came a lullaby: Sleep, Little Millwheel, the water's gone still."
+    chat = chat_of(message(" ".join(sentences), hidden=True))
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What lullaby came out of the plum?", COUNTER)
+    assert "Sleep, Little Millwheel" in found.text
+    assert COUNTER.count(found.text) <= PIECE_TOKENS
+    assert found.text.index("Millwheel") > found.text.index("plum")  # still in the text's order
+
+
 def test_a_long_sentence_is_cut_around_the_asked_word() -> None:
     filler = ", ".join(["the deck creaked as the crew hauled ropes and the wind pushed"] * 8)
     text = f"Short intro here. {filler} and then Mira hid the astrolabe in the galley."

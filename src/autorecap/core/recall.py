@@ -210,30 +210,42 @@ def _asked(query: str) -> frozenset[str]:
 
 
 def _excerpt(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
-    """The text, or when it is long its sentences that hold a word asked about (and what
-    follows each, which often answers it), within `PIECE_TOKENS`; a sentence too long for
-    that is cut around the first word asked."""
+    """The text, or when it is long its sentences that best match the words asked (and what
+    follows each, which often answers it), within `PIECE_TOKENS`, in their order; a sentence
+    too long for that is cut around the first word asked.
+
+    A sentence is worth the words asked that it holds, each by how few of the message's
+    sentences hold it: a word found once points at its sentence, a word every sentence shares
+    (the scene's place, the cast) at none in particular."""
     plain = " ".join(_MARKUP.sub("", text).split())
     if counter.count(plain) <= PIECE_TOKENS:
         return plain
     sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
+    found = [asked & _words(sentence) for sentence in sentences]
+    spread = {word: sum(1 for words in found if word in words) for word in asked}
+    worth: dict[int, float] = {}
+    for i, words in enumerate(found):
+        value = sum(1 / spread[word] for word in words)
+        if value:
+            worth[i] = max(worth.get(i, 0.0), value)
+            if i + 1 < len(sentences):  # what follows a match, worth a little less
+                worth[i + 1] = max(worth.get(i + 1, 0.0), value / 2)
     keep: list[int] = []
-    for i, sentence in enumerate(sentences):
-        if asked & _words(sentence):
-            keep.extend(j for j in (i, i + 1) if j < len(sentences) and j not in keep)
-    out: list[str] = []
     spent = 0
-    for i in sorted(keep):
+    for i in sorted(worth, key=lambda i: (-worth[i], i)):
         cost = counter.count(sentences[i]) + 1
-        if spent + cost > PIECE_TOKENS:
-            if not out:
-                out.append(_around(sentences[i], asked, counter))
-            break
+        if spent + cost <= PIECE_TOKENS:
+            keep.append(i)
+            spent += cost
+    if not keep:
+        best = max(worth, key=lambda i: (worth[i], -i)) if worth else None
+        return _around(sentences[best] if best is not None else plain, asked, counter)
+    out: list[str] = []
+    for i in sorted(keep):
         if out and i - 1 not in keep:
             out.append("…")
         out.append(sentences[i])
-        spent += cost
-    return " ".join(out) if out else _around(plain, asked, counter)
+    return " ".join(out)
 
 
 def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
