@@ -729,3 +729,26 @@ def test_a_chat_imported_from_a_renamed_file_keeps_its_running_recap(
         assert store.load_chat("renamed").metadata[STORAGE_KEY]["chat_id"] == "renamed"
     finally:
         store.close()
+
+
+def test_refreshes_without_recall_keep_the_slot_the_last_turn_filled() -> None:
+    chat = generate(120, seed=3).chat
+    session = Session(chat, settings=Settings(recall_enabled=True))
+    searches: list[object] = []
+    search = session.search.recall
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        searches.append(args)
+        return search(*args, **kwargs)
+
+    session.search.recall = counted  # type: ignore[method-assign]
+    session.refresh()
+    assert len(searches) == 1
+    slot = session.slots.value("auto_recap_memory_recall")
+    session.recall_on_refresh = False  # as the server's sessions are
+    session.receive("A new reply that the next request will ask about anew.")  # refreshes
+    session.refresh()
+    assert len(searches) == 1
+    assert session.slots.value("auto_recap_memory_recall") == slot
+    session.recall_into_slot()  # where a prompt is built
+    assert len(searches) == 2

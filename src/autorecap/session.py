@@ -90,6 +90,10 @@ class Session:
         self.search = ChatSearch(self.chat, stored_in)
         self.last_recall: list[RecallPiece] = []
         """What the last refresh recalled (the recall tier, when it is on)."""
+        self.recall_on_refresh = True
+        """Every refresh fills the recall slot for the newest message. The server turns this
+        off: it refreshes after every recap job and every reply, when no prompt is built, and
+        searches once where one is (`recall_into_slot`: a turn, a preview)."""
         self.settings = self._load_settings()
         self.counter: TokenCounter = get_counter(self.settings.tokenizer)
         self.last_injection = ""
@@ -295,7 +299,8 @@ class Session:
                 )
             finally:
                 self._refreshing = False
-            self.recall_into_slot(result.enabled)
+            if self.recall_on_refresh or not result.enabled:
+                self.recall_into_slot(result.enabled)
             self._stale = False
             self.refreshed_at = self.clock.now()
             self.refreshes += 1

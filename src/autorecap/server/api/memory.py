@@ -90,6 +90,7 @@ def preview(
     recall tier brought back, with each piece's score and source."""
     with open_chat(scope, registry, chat) as session:
         session.reload_settings()  # refreshes too
+        session.recall_into_slot()  # the server's refreshes do not search
         pieces = session.last_recall
         if query is not None and query.strip():
             text, pieces = session.search.recall(session.settings, session.counter, query)

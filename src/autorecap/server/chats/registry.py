@@ -159,6 +159,7 @@ class ChatRegistry:
             chat.listeners.append(unsaved.remember)
             owner = owner_of(chat_id, self.keys_on)
             session = Session(chat, profiles=self.profiles_for(owner), indexed_in=self.store)
+            session.recall_on_refresh = False  # searched where a prompt is built, not per job
             with self._guard:
                 self._unsaved[chat_id] = unsaved
                 self._sessions[chat_id] = session
@@ -271,6 +272,7 @@ class ChatRegistry:
         with self.hold(chat_id):
             session = self.session(chat_id, create=False)
             session.refresh()
+            session.recall_into_slot()
             parts = [session.slots.value(key) for key in INJECTED_KEYS]
             return "\n".join(part for part in parts if part and part.strip())
 

@@ -129,10 +129,9 @@ class ProxyChats(ChatRegistry):
                 later = self.refresh_later and only_appends(session, result)
                 touched = carry_out(session, result, refresh=not later)
                 changed.update(unsaved.take_touched())
-                if later and session.settings.recall_enabled:
-                    # The refresh waits until after the reply, but the newest message asks now
-                    # (a refresh that ran here filled the slot already).
-                    session.recall_into_slot()
+                # The server's refreshes do not search (`ChatRegistry.session`): what this
+                # turn's newest message recalls is searched here, once.
+                session.recall_into_slot()
                 made = repeat.outgoing(chat, session.slots, changed)
             if made is not None and repeat is not None:
                 content, echo = made
@@ -156,7 +155,8 @@ class ProxyChats(ChatRegistry):
                             [(m.role, m.content, m.name) for m in result.history],
                         ),
                     )
-                touched += carry_out(session, result)  # its refresh fills the recall slot
+                touched += carry_out(session, result)
+                session.recall_into_slot()  # once, for this turn's newest message
                 outgoing = dict(body)
                 outgoing["messages"] = outgoing_messages(session, result, sent, self.context_size)
                 content = dumps(outgoing)
