@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 MASK = "***"
+LONGEST_EVENT = 1 << 20
+"""An event not ended after this many bytes is not one: passed on, masked as bytes only."""
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 _FIELDS = ("content", "reasoning_content")
 """The delta fields a chat completion chunk streams text in (`text` for text completions)."""
@@ -78,6 +80,9 @@ class StreamKeyMask:
             out.append(self._event(data[start : end.end()]))
             start = end.end()
         self._partial = data[start:]
+        if len(self._partial) > LONGEST_EVENT:  # not server-sent events after all: no waiting
+            out.append(self._partial)
+            self._partial = b""
         return b"".join(out)
 
     def flush(self) -> bytes:

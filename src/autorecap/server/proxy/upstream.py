@@ -135,7 +135,13 @@ class Upstream:
             ).then(handed_on)
 
         outcome: list[bytes | None] = [None]
-        masked = StreamKeyMask(key.encode("utf-8"))
+        # A stream of server-sent events is masked event by event (the key may be spread over
+        # several deltas); anything else streamed, byte by byte.
+        masked: KeyMask | StreamKeyMask = (
+            StreamKeyMask(key.encode("utf-8"))
+            if "event-stream" in media
+            else KeyMask(key.encode("utf-8"))
+        )
 
         async def relay() -> AsyncGenerator[bytes, None]:
             pieces: list[bytes] = []
