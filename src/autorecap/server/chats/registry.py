@@ -22,6 +22,7 @@ from autorecap.core.model import Chat, Message
 from autorecap.core.pins import LONG_KEY
 from autorecap.core.recall import RECALL_KEY
 from autorecap.core.slots import SCENE_KEY, SHORT_KEY
+from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles, owner_settings_file
@@ -179,11 +180,14 @@ class ChatRegistry:
     def _let_go_of_unused(self, keep: str) -> None:
         """Over `open_chats`: save and let go of the least recently used chats that no one
         holds or waits for (their next request loads them again from the store)."""
+        skipped: set[str] = set()
         while len(self._sessions) > self.open_chats:
             with self._guard:
                 order = sorted(self._used, key=self._used.__getitem__)
             for chat_id in order:
-                if chat_id == keep or self.in_use(chat_id) or self.wanted(chat_id):
+                if chat_id == keep or chat_id in skipped:
+                    continue
+                if self.in_use(chat_id) or self.wanted(chat_id):
                     continue
                 lock = self.chat_lock(chat_id)
                 if not lock.acquire(blocking=False):
@@ -191,6 +195,10 @@ class ChatRegistry:
                 try:
                     self._save(chat_id)
                     self.drop(chat_id)
+                except AutorecapError as error:  # kept, unsaved changes and all
+                    log.warning("chat %r could not be saved to let it go: %s", chat_id, error)
+                    skipped.add(chat_id)
+                    continue
                 finally:
                     lock.release()
                 break
