@@ -163,3 +163,19 @@ def test_the_deep_sweep_waits_for_no_request_to_be_open(
     assert keeper.tick() == "deep"
     clock.now += schedule.SWEEP_EVERY_S
     assert keeper.tick() == "sweep"  # nothing dropped since: no walk of everything
+
+
+def test_many_chats_let_go_of_call_for_a_deep_sweep_without_a_quiet_spell(
+    keeper: Collector, clock: Clock, state: dict[str, float | bool]
+) -> None:
+    state["quiet"] = 0.0  # a busy server: never quiet for long
+    for number in range(schedule.DEEP_AFTER_DROPPED - 1):
+        keeper.dropped(f"chat-{number}")
+    clock.now += schedule.SWEEP_EVERY_S
+    assert keeper.tick() == "sweep"
+    keeper.dropped("one more")
+    clock.now += schedule.SWEEP_EVERY_S
+    state["streaming"] = True  # but not while a request is open
+    assert keeper.tick() == "sweep"
+    state["streaming"] = False
+    assert keeper.tick() == "deep"

@@ -77,3 +77,23 @@ def test_a_stream_that_is_not_events_is_not_held_back() -> None:
     line = b'{"text": "' + b"x" * 1000 + b'"}\n'
     passed = b"".join(mask.feed(line) for _ in range(LONGEST_EVENT // len(line) + 2))
     assert passed  # given on once it cannot be one event, not kept to the end
+
+
+def test_events_go_on_whole_and_a_broken_off_half_event_is_dropped() -> None:
+    for key in (b"", KEY.encode()):  # with or without a key to mask
+        mask = StreamKeyMask(key)
+        first = event("Mira looks ")
+        assert mask.feed(first + b'data: {"choices":[{"index":0,"delta":{"con') == first
+        assert mask.flush(broken=True) == b""
+
+
+def test_reasoning_deltas_are_masked_too() -> None:
+    chunks = [
+        b'data: {"choices":[{"index":0,"delta":{"reasoning":"the key is sk-li"}}]}\n\n',
+        b'data: {"choices":[{"index":0,"delta":{"reasoning":"ve-2f9c41."}}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    mask = StreamKeyMask(KEY.encode())
+    shown = b"".join(mask.feed(c) for c in chunks) + mask.flush()
+    assert KEY.encode() not in shown
+    assert b"***" in shown

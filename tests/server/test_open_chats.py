@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from autorecap.jobs.queue import JobQueue
 from autorecap.server.proxy.turns import ProxyChats
+from autorecap.store.migrations import StoreError
 from autorecap.store.sqlite import SQLiteStore
 
 
@@ -54,3 +56,25 @@ def test_a_chat_whose_reply_is_on_its_way_is_not_let_go(registry: ProxyChats) ->
         "tell me a long story",
         "Once upon a time.",
     ]
+
+
+def test_a_chat_whose_save_fails_keeps_its_changes_until_a_save_succeeds(
+    registry: ProxyChats, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.finish(registry.begin("a", request("hello a")), "reply a")
+    real_save = registry.store.save
+    failures = [1]
+
+    def save_once_busy(chat: Any, **options: Any) -> Any:
+        if chat.id == "a" and failures:
+            failures.pop()
+            raise StoreError("the store is busy: try again")
+        return real_save(chat, **options)
+
+    monkeypatch.setattr(registry.store, "save", save_once_busy)
+    with pytest.raises(StoreError), registry.edit("a") as session:
+        session.edit_message(1, "reply a, edited")  # in memory; its save fails
+    for name in ("b", "c"):  # over the bound: a is let go of, saved first, this time for good
+        registry.finish(registry.begin(name, request(f"hello {name}")), f"reply {name}")
+    assert "a" not in registry.sessions()
+    assert [m.text for m in registry.chat("a").messages] == ["hello a", "reply a, edited"]

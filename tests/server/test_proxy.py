@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -679,8 +680,9 @@ def test_models_and_completions_pass_through(
 
 
 def test_a_client_that_disconnects_cancels_the_upstream_call(
-    proxy: Proxy, upstream: Upstream, http: httpx.Client
+    proxy: Proxy, upstream: Upstream, http: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="autorecap")
     upstream.stream([f"word{n} " for n in range(20)], delay=0.5)
     body = {"model": MODEL, "messages": [SYSTEM, user("Tell me a long story.")], "stream": True}
     with http.stream("POST", f"{proxy.chat_url('hangup')}/chat/completions", json=body) as r:
@@ -693,6 +695,8 @@ def test_a_client_that_disconnects_cancels_the_upstream_call(
     assert len(log.writes) < 20
     # The proxy is still fine.
     assert post_chat(http, proxy.chat_url("after"), [SYSTEM, user("Still there?")])
+    # Closing the upstream connection for a client that left is not the upstream failing.
+    assert not [r for r in caplog.records if "the upstream at" in r.getMessage()]
 
 
 # --- 10. no LLM call on the reply path -----------------------------------------------------------

@@ -193,6 +193,9 @@ class ChatRegistry:
                 if not lock.acquire(blocking=False):
                     continue
                 try:
+                    if self.in_use(chat_id):  # a turn began between the check and the lock
+                        skipped.add(chat_id)
+                        continue
                     self._save(chat_id)
                     self.drop(chat_id)
                 except AutorecapError as error:  # kept, unsaved changes and all
@@ -217,18 +220,27 @@ class ChatRegistry:
         header = unsaved.header
         if not (unsaved.messages or structure or header):
             return
-        changed = list(unsaved.messages.values())
+        taken = dict(unsaved.messages)
+        changed = list(taken.values())
         unsaved.messages.clear()
         unsaved.header = False
-        for attempt in range(SAVE_TRIES):
-            try:
-                self.store.save(session.chat, changed=changed, header=header, structure=structure)
-                break
-            except StaleChatError:
-                # Another process (a recap worker, the command line) saved the chat first:
-                # read what it changed in, keeping this copy's changes, and save again.
-                if attempt == SAVE_TRIES - 1 or not self.outside.pull(chat_id, changed, header):
-                    raise
+        try:
+            for attempt in range(SAVE_TRIES):
+                try:
+                    self.store.save(
+                        session.chat, changed=changed, header=header, structure=structure
+                    )
+                    break
+                except StaleChatError:
+                    # Another process (a recap worker, the command line) saved the chat first:
+                    # read what it changed in, keeping this copy's changes, and save again.
+                    if attempt == SAVE_TRIES - 1 or not self.outside.pull(chat_id, changed, header):
+                        raise
+        except BaseException:
+            # Not saved: still to be saved (the next save, or letting the chat go, tries again).
+            unsaved.messages.update(taken)
+            unsaved.header = unsaved.header or header
+            raise
         unsaved.list_version = version
 
     def _read_in_and_save(self, chat_id: str) -> None:

@@ -5,8 +5,10 @@ what it was sent. So every answer is masked before the client or the store sees 
 becomes `***` wherever it appears in the bytes (`KeyMask`, across network chunks too), and in a
 streamed completion also where the model writes it over several events' deltas
 (`StreamKeyMask`): the end of a delta that could be the start of the key waits for the next
-delta, and the events around it are rewritten with the same text in total. An answer that
-holds no piece of the key passes byte for byte.
+delta, and the events around it are rewritten with the same text in total (so a delta that
+merely ends with the key's first letters moves them to the next event). A stream of events is
+passed on whole events at a time, so that a stream broken off mid-event leaves no half event
+before the error event (`flush(broken=True)` drops it).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any
 MASK = "***"
 LONGEST_EVENT = 1 << 20
 """An event not ended after this many bytes is not one: passed on, masked as bytes only."""
-_EVENT_END = re.compile(rb"\r?\n\r?\n")
-_FIELDS = ("content", "reasoning_content")
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 """The delta fields a chat completion chunk streams text in (`text` for text completions)."""
 
 
@@ -71,13 +73,12 @@ class StreamKeyMask:
         """The last chunk seen, for an event that carries held text out at the end."""
 
     def feed(self, chunk: bytes) -> bytes:
-        if not self.key:
-            return chunk
         data = self._partial + self._bytes.feed(chunk)
         out: list[bytes] = []
         start = 0
         for end in _EVENT_END.finditer(data):
-            out.append(self._event(data[start : end.end()]))
+            event = data[start : end.end()]
+            out.append(self._event(event) if self.key else event)
             start = end.end()
         self._partial = data[start:]
         if len(self._partial) > LONGEST_EVENT:  # not server-sent events after all: no waiting
@@ -85,11 +86,12 @@ class StreamKeyMask:
             self._partial = b""
         return b"".join(out)
 
-    def flush(self) -> bytes:
-        """What is left when the stream ends: held text first, then any unfinished event."""
+    def flush(self, *, broken: bool = False) -> bytes:
+        """What is left when the stream ends: held text first, then any unfinished event
+        (dropped when the stream `broken` off: half an event is not one)."""
         rest = self._partial + self._bytes.flush()
         self._partial = b""
-        return self._release() + rest
+        return self._release() + (b"" if broken else rest)
 
     def _event(self, event: bytes) -> bytes:
         payload = event.strip()

@@ -69,6 +69,7 @@ class Upstream:
                     total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.timeout_s
                 ),
                 auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),  # one client's cookies are not another's
                 skip_auto_headers=("User-Agent",),
             )
 
@@ -135,13 +136,20 @@ class Upstream:
             ).then(handed_on)
 
         outcome: list[bytes | None] = [None]
-        # A stream of server-sent events is masked event by event (the key may be spread over
-        # several deltas); anything else streamed, byte by byte.
+        # A stream of server-sent events is passed on whole events at a time, each masked (the
+        # key may be spread over several deltas); anything else streamed, byte by byte.
         masked: KeyMask | StreamKeyMask = (
             StreamKeyMask(key.encode("utf-8"))
             if "event-stream" in media
             else KeyMask(key.encode("utf-8"))
         )
+
+        left = [False]
+        """The client went away (so the upstream connection was closed on purpose)."""
+
+        def client_left() -> None:
+            left[0] = True
+            response.close()
 
         async def relay() -> AsyncGenerator[bytes, None]:
             pieces: list[bytes] = []
@@ -154,8 +162,15 @@ class Upstream:
                             pieces.append(shown)
                             yield shown
                 except FAILURES as error:
+                    if left[0]:
+                        return  # the client left: closing the response ended the stream
                     self._failed(chat, error, "in the middle of a streamed answer")
-                    yield masked.flush() + _error_event(self.broke_off(error))
+                    ending = (
+                        masked.flush(broken=True)
+                        if isinstance(masked, StreamKeyMask)
+                        else masked.flush()
+                    )
+                    yield ending + _error_event(self.broke_off(error))
                     return
                 rest = masked.flush()
                 if rest:
@@ -187,7 +202,7 @@ class Upstream:
         streamed = _Stream(
             body_iterator, status_code=response.status, media_type=media, headers=extra_headers
         )
-        streamed.on_disconnect = response.close
+        streamed.on_disconnect = client_left
         return streamed.then(after)
 
     def _failed(self, chat: str, error: BaseException, when: str) -> None:
