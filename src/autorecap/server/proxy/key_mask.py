@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, AnyStr
 
 MASK = "***"
 LONGEST_EVENT = 1 << 20
@@ -25,7 +25,7 @@ _FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 """The delta fields a chat completion chunk streams text in (`text` for text completions)."""
 
 
-def _kept(text: str, key: str) -> int:
+def _kept(text: AnyStr, key: AnyStr) -> int:
     """The length of the longest end of `text` that is the start of `key` (and not all of it)."""
     for size in range(min(len(key) - 1, len(text)), 0, -1):
         if text.endswith(key[:size]):
@@ -45,15 +45,12 @@ class KeyMask:
         if not self.key:
             return chunk
         data = (self._held + chunk).replace(self.key, MASK.encode())
-        keep = 0
-        for size in range(min(len(self.key) - 1, len(data)), 0, -1):
-            if data.endswith(self.key[:size]):
-                keep = size
-                break
+        keep = _kept(data, self.key)
         self._held = data[len(data) - keep :]
         return data[: len(data) - keep]
 
-    def flush(self) -> bytes:
+    def flush(self, *, broken: bool = False) -> bytes:
+        """What is held back, at the stream's end (bytes have no half events to drop)."""
         held, self._held = self._held, b""
         return held
 

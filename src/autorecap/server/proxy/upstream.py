@@ -165,12 +165,7 @@ class Upstream:
                     if left[0]:
                         return  # the client left: closing the response ended the stream
                     self._failed(chat, error, "in the middle of a streamed answer")
-                    ending = (
-                        masked.flush(broken=True)
-                        if isinstance(masked, StreamKeyMask)
-                        else masked.flush()
-                    )
-                    yield ending + _error_event(self.broke_off(error))
+                    yield masked.flush(broken=True) + _error_event(self.broke_off(error))
                     return
                 rest = masked.flush()
                 if rest:
