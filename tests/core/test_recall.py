@@ -14,6 +14,7 @@ from autorecap.core.recall import (
     RECALL_KEY,
     REPEAT_SHARE,
     RecallPiece,
+    answer_kinds,
     query_text,
     query_words,
     recall_pieces,
@@ -256,6 +257,49 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
     assert "Sleep, Little Millwheel" in found.text
     assert COUNTER.count(found.text) <= PIECE_TOKENS
     assert found.text.index("Millwheel") > found.text.index("plum")  # still in the text's order
+
+
+@pytest.mark.parametrize(
+    ("question", "kinds"),
+    [
+        ("How much did Juno pay for the impeller?", {"number"}),
+        ("What combination opened the safe?", {"number"}),
+        ("When did we first meet Elodie?", {"date"}),
+        ("Who shot the captain?", {"name"}),
+        ("What was the boat called?", {"name"}),
+        ("Where did Maudry fall?", {"place"}),
+        ("The rain has stopped, let's go.", set()),
+    ],
+)
+def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str]) -> None:
+    assert answer_kinds(question) == kinds
+
+
+def test_the_answer_a_sentence_or_two_after_the_match_is_kept() -> None:
+    # The asked words are in one sentence; the name that answers comes two sentences later,
+    # and the filler between them holds no name.
+    sentences = [f"the tide was low and the gulls were loud, number {i}." for i in range(30)]
+    sentences[10] = "Before that I had a boat with my brother, out of the north sands."
+    sentences[11] = "long-lining, a bit of salvage, hard work."
+    sentences[12] = "She was called the Patience Dray, after our mother's joke."
+    text = " ".join(s[0].upper() + s[1:] for s in sentences)
+    assert COUNTER.count(text) > PIECE_TOKENS
+    chat = chat_of(message(text, hidden=True))
+    (found,) = recall_pieces(
+        chat, [(0, 1.0)], "What was the name of the boat he owned with his brother?", COUNTER
+    )
+    assert "Patience Dray" in found.text
+    assert found.text.index("brother") < found.text.index("Patience Dray")
+    assert COUNTER.count(found.text) <= PIECE_TOKENS
+
+
+def test_without_a_question_word_only_the_next_sentence_follows_a_match() -> None:
+    sentences = [f"Sentence number {i} is about the weather and the sea." for i in range(40)]
+    sentences[20] = "The astrolabe lies under the galley floorboards."
+    chat = chat_of(message(" ".join(sentences), hidden=True))
+    (found,) = recall_pieces(chat, [(0, 1.0)], "the astrolabe", COUNTER)
+    assert "Sentence number 21 " in found.text
+    assert "Sentence number 22 " not in found.text
 
 
 def test_a_long_sentence_is_cut_around_the_asked_word() -> None:

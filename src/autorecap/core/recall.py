@@ -132,6 +132,7 @@ def recall_pieces(
     them); else they are read from the chat."""
     messages = chat.messages
     asked = _asked(query)
+    wanted = answer_kinds(query)
     known_words = _words(known)
     ends = list(breaks) if breaks is not None else break_indexes(messages)
     pieces: list[RecallPiece] = []
@@ -147,7 +148,7 @@ def recall_pieces(
             words = _words(text)
             if words and len(words & known_words) >= REPEAT_SHARE * len(words):
                 continue  # the running recap says it
-            excerpt = _excerpt(text, asked, counter)
+            excerpt = _excerpt(text, asked, counter, wanted)
             scene = bisect.bisect_left(ends, index) + 1  # breaks end scenes: theirs included
             source = _source(message, index, scene, kind)
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
@@ -209,27 +210,39 @@ def _asked(query: str) -> frozenset[str]:
     return frozenset().union(*(_words(word) for word in query_words(query)))
 
 
-def _excerpt(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
+def _excerpt(
+    text: str, asked: frozenset[str], counter: TokenCounter, wanted: frozenset[str] = frozenset()
+) -> str:
     """The text, or when it is long its sentences that best match the words asked (and what
     follows each, which often answers it), within `PIECE_TOKENS`, in their order; a sentence
     too long for that is cut around the first word asked.
 
     A sentence is worth the words asked that it holds, each by how few of the message's
     sentences hold it: a word found once points at its sentence, a word every sentence shares
-    (the scene's place, the cast) at none in particular."""
+    (the scene's place, the cast) at none in particular. When the question wants a kind of
+    answer (`answer_kinds`: a number, a name, a date), the two sentences after a match are
+    worth half of it if they hold one, since the answer often comes a sentence or two later
+    ("I had a boat with my brother. [...] She was called the Patience Dray.")."""
     plain = " ".join(_MARKUP.sub("", text).split())
     if counter.count(plain) <= PIECE_TOKENS:
         return plain
     sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
     found = [asked & _words(sentence) for sentence in sentences]
     spread = {word: sum(1 for words in found if word in words) for word in asked}
+    answers = [bool(wanted) and _holds_answer(s, wanted, asked) for s in sentences]
     worth: dict[int, float] = {}
     for i, words in enumerate(found):
         value = sum(1 / spread[word] for word in words)
-        if value:
-            worth[i] = max(worth.get(i, 0.0), value)
-            if i + 1 < len(sentences):  # what follows a match, worth a little less
-                worth[i + 1] = max(worth.get(i + 1, 0.0), value / 2)
+        if not value:
+            continue
+        # a match that also holds the kind of answer asked for beats one that only matches
+        worth[i] = max(worth.get(i, 0.0), value * (1.25 if answers[i] else 1.0))
+        for step in (1, 2):  # what follows a match, worth a little less
+            j = i + step
+            if j < len(sentences) and (answers[j] or (step == 1 and not wanted)):
+                worth[j] = max(worth.get(j, 0.0), value / 2)
+            elif j < len(sentences) and step == 1:
+                worth[j] = max(worth.get(j, 0.0), value / 3)
     keep: list[int] = []
     spent = 0
     for i in sorted(worth, key=lambda i: (-worth[i], i)):
@@ -246,6 +259,51 @@ def _excerpt(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
             out.append("…")
         out.append(sentences[i])
     return " ".join(out)
+
+
+_KIND_CUES = (
+    (
+        "number",
+        re.compile(
+            r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
+            r"|cost|price|pay|paid|owe)",
+            re.I,
+        ),
+    ),
+    ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
+    ("name", re.compile(r"\b(who|whom|whose|which|name[ds]?|called)\b", re.I)),
+    ("place", re.compile(r"\bwhere\b", re.I)),
+)
+_NUMBER = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b",
+    re.I,
+)
+_DATE = re.compile(
+    r"\d|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
+    r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(yesterday|tomorrow|tonight|morning|"
+    r"evening|night|week|month|year|spring|summer|autumn|winter)\b",
+    re.I,
+)
+_CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
+
+
+def answer_kinds(query: str) -> frozenset[str]:
+    """The kinds of answer a question wants, from its question words: "number", "date",
+    "name", "place" (none for a message that asks nothing)."""
+    return frozenset(kind for kind, cue in _KIND_CUES if cue.search(query))
+
+
+def _holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether a sentence holds an answer of a wanted kind that the question does not
+    already say: a number, a date, or a name (a capitalised word not at its start)."""
+    if ("number" in wanted and _NUMBER.search(sentence)) or (
+        "date" in wanted and _DATE.search(sentence)
+    ):
+        return True
+    if wanted & {"name", "place"}:
+        return any(not (asked & _words(m.group(0))) for m in _CAPITALISED.finditer(sentence))
+    return False
 
 
 def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
