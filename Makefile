@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chromium small-llm
+.PHONY: run test lint bench clean chromium postgresql small-llm
 
 # The browser tests (tests/web) drive Debian's chromium through Playwright; never
 # `playwright install` (it downloads a browser of its own). See DEVELOPERS.md.
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/autorecap demo
 
-test: $(STAMP) lint chromium
+test: $(STAMP) lint chromium postgresql
 	AUTORECAP_SCREENSHOTS=$(SCREENSHOTS) $(BIN)/pytest -q
 
 chromium:
@@ -29,6 +29,19 @@ chromium:
 		echo "installing Debian's chromium for the browser tests"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	fi
+
+# The store's tests run on SQLite and on a real PostgreSQL that they start themselves, from
+# Debian's package (initdb/pg_ctl in a temporary folder, on a Unix socket; as root, as the
+# `postgres` user the package makes). Nothing listens on a port; the cluster the package may
+# have started for itself is stopped.
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null; then \
+		echo "installing Debian's postgresql for the store's tests"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql && \
+		{ $(SUDO) pg_lsclusters -h 2>/dev/null | while read version cluster rest; do \
+			$(SUDO) pg_ctlcluster "$$version" "$$cluster" stop 2>/dev/null || true; done; }; \
 	fi
 
 lint: $(STAMP)

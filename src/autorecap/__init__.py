@@ -36,7 +36,7 @@ from autorecap.session import Session, SessionError
 from autorecap.settings import Settings, SettingsError, chat_enabled
 from autorecap.stfiles.check import CheckReport, check_chat_file
 from autorecap.stfiles.jsonl import read_chat, write_chat
-from autorecap.store import ChatStore, SQLiteStore, StoreError
+from autorecap.store import ChatStore, SQLiteStore, StoreError, open_store
 
 __version__ = "0.1.0"
 
@@ -80,6 +80,7 @@ __all__ = [
     "get_previous_swipe_memory",
     "has_data",
     "open_chat",
+    "open_store",
     "read_chat",
     "refresh_memory",
     "sample_chat_path",

@@ -210,15 +210,15 @@ def open_chat(
     """Open a chat file (a path) or a stored chat (its id) so that it saves itself.
 
     A path that exists is a file; otherwise `target` is looked up as a stored chat id in `store`
-    (default: the SQLite store in `$AUTORECAP_HOME`).
+    (default: `$AUTORECAP_DB`, else the SQLite store in `$AUTORECAP_HOME`).
     """
     path = Path(target)
     if _looks_like_file(target, path):
         chat = read_chat(path, lenient=lenient)
         return OpenChat(chat, path=path, debounce_ms=debounce_ms, backups=backups)
-    from autorecap.store.sqlite import SQLiteStore
+    from autorecap.store.location import open_store
 
-    backend = store if store is not None else SQLiteStore()
+    backend = store if store is not None else open_store()
     if not backend.has_chat(str(target)):
         raise _not_found(target)
     opened = OpenChat(backend.load_chat(str(target)), store=backend, debounce_ms=debounce_ms)
@@ -234,9 +234,9 @@ def load_target(
     path = Path(target)
     if _looks_like_file(target, path):
         return read_chat(path, lenient=lenient), True
-    from autorecap.store.sqlite import SQLiteStore
+    from autorecap.store.location import open_store
 
-    backend = store if store is not None else SQLiteStore()
+    backend = store if store is not None else open_store()
     if not backend.has_chat(str(target)):
         raise _not_found(target)
     return backend.load_chat(str(target)), False

@@ -12,6 +12,7 @@ import pytest
 
 from autorecap.core.data import get_data, set_data
 from autorecap.jobs.queue import MAX_BACKOFF_S, STATES, Job, JobError, JobQueue
+from autorecap.store import ChatStore, open_store
 from autorecap.store.migrations import MIGRATIONS, apply_migrations, schema_version
 from autorecap.store.sqlite import SQLiteStore
 from autorecap.testing import generate
@@ -39,20 +40,21 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "q.db", synchronous="OFF")
+def store(db_url: str) -> Iterator[ChatStore]:
+    """The queue's store: SQLite, and PostgreSQL."""
+    opened = open_store(db_url, durable=False)
     yield opened
     opened.close()
 
 
-def make_queue(store: SQLiteStore, clock: FakeClock, name: str = "worker-a") -> JobQueue:
+def make_queue(store: ChatStore, clock: FakeClock, name: str = "worker-a") -> JobQueue:
     queue = JobQueue(store, clock=clock, backoff_s=BACKOFF, lease_s=LEASE)
     queue.worker_name = name
     return queue
 
 
 @pytest.fixture
-def queue(store: SQLiteStore, clock: FakeClock) -> JobQueue:
+def queue(store: ChatStore, clock: FakeClock) -> JobQueue:
     return make_queue(store, clock)
 
 
@@ -62,7 +64,7 @@ def claim(queue: JobQueue) -> Job:
     return job
 
 
-def column(store: SQLiteStore, job_id: int, name: str) -> object:
+def column(store: ChatStore, job_id: int, name: str) -> object:
     row = store.run(
         lambda db: db.execute(f"SELECT {name} FROM jobs WHERE id = ?", (job_id,)).fetchone()
     )
@@ -72,7 +74,7 @@ def column(store: SQLiteStore, job_id: int, name: str) -> object:
 # --- the schema ------------------------------------------------------------------------------
 
 
-def test_the_jobs_tables_come_from_migrations_2_and_3(tmp_path: Path) -> None:
+def test_the_sqlite_jobs_tables_come_from_migrations_2_and_3(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     db = sqlite3.connect(path, isolation_level=None)
     assert schema_version(db) == 0
@@ -88,7 +90,7 @@ def test_the_jobs_tables_come_from_migrations_2_and_3(tmp_path: Path) -> None:
     assert "jobs_by_chat" in indexes
     plan = db.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE kind = 'k' AND chat_id = 'c' "
-        "AND target IS 1 AND state IN ('queued', 'running')"
+        "AND target IS NOT DISTINCT FROM 1 AND state IN ('queued', 'running')"
     ).fetchall()
     assert any("jobs_by_chat" in str(row) for row in plan)
     db.close()
@@ -205,7 +207,7 @@ def test_fail_retries_with_exponential_backoff_then_fails_for_good(
     assert queue.claim() is None
 
 
-def test_backoff_is_capped(store: SQLiteStore, clock: FakeClock) -> None:
+def test_backoff_is_capped(store: ChatStore, clock: FakeClock) -> None:
     queue = JobQueue(store, clock=clock, backoff_s=100.0)
     job_id = queue.enqueue("message_recap", "c", 1, max_retries=9)
     for _ in range(3):  # waits of 100, 200, then 400 capped
@@ -241,7 +243,7 @@ def test_a_failing_job_never_blocks_other_ready_jobs(queue: JobQueue, clock: Fak
 
 
 def test_an_expired_lease_is_claimed_again_by_another_worker(
-    store: SQLiteStore, clock: FakeClock
+    store: ChatStore, clock: FakeClock
 ) -> None:
     first = make_queue(store, clock, "worker-a")
     second = make_queue(store, clock, "worker-b")
@@ -258,7 +260,7 @@ def test_an_expired_lease_is_claimed_again_by_another_worker(
     assert second.claim() is None
 
 
-def test_set_progress_keeps_the_lease(store: SQLiteStore, clock: FakeClock) -> None:
+def test_set_progress_keeps_the_lease(store: ChatStore, clock: FakeClock) -> None:
     first = make_queue(store, clock, "worker-a")
     second = make_queue(store, clock, "worker-b")
     job_id = first.enqueue("detect_scenes", "c")
@@ -272,7 +274,7 @@ def test_set_progress_keeps_the_lease(store: SQLiteStore, clock: FakeClock) -> N
 
 
 def test_finish_lands_in_the_same_transaction_as_the_effect(
-    queue: JobQueue, store: SQLiteStore, clock: FakeClock
+    queue: JobQueue, store: ChatStore, clock: FakeClock
 ) -> None:
     chat = generate(5, seed=1, chat_id="c").chat
     store.import_chat(chat)
@@ -444,7 +446,7 @@ def test_counts_and_list_filters(queue: JobQueue) -> None:
 
 
 def test_a_cancelled_running_job_whose_worker_died_is_not_run_again(
-    store: SQLiteStore, clock: FakeClock
+    store: ChatStore, clock: FakeClock
 ) -> None:
     """Was a bug: `claim()` takes an expired lease back to `queued` without looking at
     `cancel_requested`, so a job the user cancelled while it ran is run again (and can end

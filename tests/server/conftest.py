@@ -34,7 +34,7 @@ import uvicorn
 from autorecap.core.model import Chat
 from autorecap.server.app import ServerConfig, create_app
 from autorecap.server.proxy.turns import ProxyChats
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store import open_store
 
 VOYAGE = [
     "Mira hides the stolen ledger under the captain's bunk.",
@@ -491,7 +491,8 @@ class Proxy:
     """A running proxy."""
 
     port: int
-    db: Path
+    db: str | Path
+    """Its store: a SQLite file, or a PostgreSQL URL."""
     server: uvicorn.Server
     thread: threading.Thread
 
@@ -516,7 +517,7 @@ class Proxy:
         """The chat as saved in the store (read through a second connection), once the
         proxy's pending saves are done."""
         self.settled()
-        store = SQLiteStore(self.db)
+        store = open_store(self.db)
         try:
             return store.load_chat(chat_id)
         finally:
@@ -524,7 +525,7 @@ class Proxy:
 
     def chat_ids(self) -> list[str]:
         self.settled()
-        store = SQLiteStore(self.db)
+        store = open_store(self.db)
         try:
             return sorted(info.id for info in store.list_chats())
         finally:
@@ -540,12 +541,14 @@ StartProxy = Callable[..., Proxy]
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def db_path(tmp_path: Path) -> str | Path:
+    """The proxy's store: a SQLite file (a module whose tests run on both backends makes it
+    its `db_url`)."""
     return tmp_path / "proxy.db"
 
 
 @pytest.fixture
-def start_proxy(upstream: Upstream, db_path: Path) -> Iterator[StartProxy]:
+def start_proxy(upstream: Upstream, db_path: str | Path) -> Iterator[StartProxy]:
     """Start a proxy (`worker`, `upstream_url` and the other `ServerConfig` fields may be
     given); every proxy started is stopped after the test."""
     started: list[Proxy] = []

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from autorecap.server.proxy.turns import ECHOES, ProxyChats
-from autorecap.store.sqlite import ORDERS_KEPT
+from autorecap.store.sql import ORDERS_KEPT
 
 from .conftest import Proxy, StartProxy, Upstream
 

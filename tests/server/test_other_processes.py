@@ -1,12 +1,15 @@
 """The server reads in what other processes save to its store (an `autorecap worker` beside
 `autorecap serve --no-worker`, the command line), and never writes over it.
 
-A second `SQLiteStore` connection to the same file stands for the other process: SQLite tells a
-connection of another's commits the same way whether it is in this process or not.
+A second store on the same database stands for the other process, on SQLite (a second
+connection to the file: SQLite tells a connection of another's commits the same way whether it
+is in this process or not) and on PostgreSQL (a second pool: its notices reach the first
+store's listener as another server's would).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from autorecap.recap.backends import make_backend
 from autorecap.server.chats import refresh as freshness
 from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import Settings
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store import ChatStore, open_store
 
 from .conftest import VOYAGE
 
@@ -40,20 +43,31 @@ def body(lines: list[str]) -> bytes:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[ProxyChats, SQLiteStore]]:
-    """A registry holding CHAT in memory, and another connection to its store."""
-    path = tmp_path / "chats.db"
-    mine = SQLiteStore(path)
+def setup(db_url: str, tmp_path: Path) -> Iterator[tuple[ProxyChats, ChatStore]]:
+    """A registry holding CHAT in memory, and another store on its database."""
+    mine = open_store(db_url)
     registry = ProxyChats(mine, JobQueue(mine), profiles=Profiles(tmp_path / "settings.json"))
     registry.settle(registry.begin(CHAT, body(LINES)))
-    other = SQLiteStore(path)
+    mine.data_version()  # listening from here on (PostgreSQL)
+    other = open_store(db_url)
     yield registry, other
     other.close()
     registry.close()
     mine.close()
 
 
-def recap_elsewhere(other: SQLiteStore, *indexes: int) -> None:
+def pulled(registry: ProxyChats) -> int:
+    """`pull_changed` once the other process's save is known: at once on SQLite, when its
+    notice has come on PostgreSQL (within milliseconds; at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while True:
+        count = registry.outside.pull_changed()
+        if count or time.monotonic() > deadline:
+            return count
+        time.sleep(0.005)
+
+
+def recap_elsewhere(other: ChatStore, *indexes: int) -> None:
     theirs = other.load_chat(CHAT)
     for index in indexes:
         set_data(theirs.messages[index], "memory", f"recap {index} made elsewhere")
@@ -61,14 +75,14 @@ def recap_elsewhere(other: SQLiteStore, *indexes: int) -> None:
 
 
 def test_recaps_saved_by_another_process_are_read_in_and_injected(
-    setup: tuple[ProxyChats, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+    setup: tuple[ProxyChats, ChatStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(freshness, "REFRESH_EVERY_S", 0.0)  # refreshed as soon as read in
     registry, other = setup
     session = registry.session(CHAT)
     assert session.slots.value(SHORT_KEY) == ""
     recap_elsewhere(other, 1, 2, 3)
-    assert registry.outside.pull_changed() == 1
+    assert pulled(registry) == 1
     chat = session.chat
     assert [get_memory(chat.messages[i]) for i in (1, 2, 3)] == [
         f"recap {i} made elsewhere" for i in (1, 2, 3)
@@ -89,7 +103,7 @@ def test_recaps_saved_by_another_process_are_read_in_and_injected(
         now_ms=0,
     )
     other.save(theirs, header=True)
-    assert registry.outside.pull_changed() == 1
+    assert pulled(registry) == 1
     assert "The Heron sailed east" in session.slots.value(SCENE_KEY)
     turn = registry.begin(CHAT, body([*LINES, "Where now?"]))
     sent = orjson.loads(turn.body)["messages"]
@@ -99,7 +113,7 @@ def test_recaps_saved_by_another_process_are_read_in_and_injected(
 
 
 def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
-    setup: tuple[ProxyChats, SQLiteStore],
+    setup: tuple[ProxyChats, ChatStore],
 ) -> None:
     registry, other = setup
     recap_elsewhere(other, 2)
@@ -113,7 +127,7 @@ def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
 
 
 def test_the_next_turn_saves_without_undoing_recaps_made_elsewhere(
-    setup: tuple[ProxyChats, SQLiteStore],
+    setup: tuple[ProxyChats, ChatStore],
 ) -> None:
     registry, other = setup
     recap_elsewhere(other, 1, 4)
@@ -127,14 +141,14 @@ def test_the_next_turn_saves_without_undoing_recaps_made_elsewhere(
 
 
 def test_a_chat_reshaped_elsewhere_is_read_again(
-    setup: tuple[ProxyChats, SQLiteStore],
+    setup: tuple[ProxyChats, ChatStore],
 ) -> None:
     registry, other = setup
     before = registry.session(CHAT)
     theirs = other.load_chat(CHAT)
     del theirs.messages[-1]
     other.save(theirs, structure=True)
-    registry.outside.pull_changed()
+    assert pulled(registry) == 1
     after = registry.session(CHAT)
     assert after is not before
     assert len(after.chat.messages) == len(LINES) - 1
@@ -147,7 +161,7 @@ class _InterruptedOnce:
     """The offline engine; during its first message recap, another process saves a change to
     the same message (which the worker's save must not undo)."""
 
-    def __init__(self, inner: RecapBackend, other: SQLiteStore, index: int) -> None:
+    def __init__(self, inner: RecapBackend, other: ChatStore, index: int) -> None:
         self.inner = inner
         self.other = other
         self.index = index
@@ -171,7 +185,7 @@ class _InterruptedOnce:
 
 @pytest.mark.parametrize("shared", [True, False], ids=["server-worker", "standalone-worker"])
 def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
-    setup: tuple[ProxyChats, SQLiteStore], shared: bool
+    setup: tuple[ProxyChats, ChatStore], shared: bool
 ) -> None:
     registry, other = setup
     queue = registry.queue
@@ -201,7 +215,7 @@ def test_a_job_whose_save_was_refused_runs_again_on_the_changes(
 
 
 def test_a_chat_left_stale_by_a_refused_save_is_refreshed_later(
-    setup: tuple[ProxyChats, SQLiteStore], monkeypatch: pytest.MonkeyPatch
+    setup: tuple[ProxyChats, ChatStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A refresh's save is refused: another process saved the same message meanwhile. Its
     change is read in just after the refresh, too soon for another: `catch_up` makes it."""
@@ -221,7 +235,7 @@ def test_a_chat_left_stale_by_a_refused_save_is_refreshed_later(
 
     monkeypatch.setattr(fresh, "_save", save_after_another_process)
     recap_elsewhere(other, 1)
-    assert registry.outside.pull_changed() == 1
+    assert pulled(registry) == 1
     chat = session.chat
     assert get_memory(chat.messages[1]) == "recap 1 redone elsewhere"  # read in by the retry
     assert session.stale

@@ -19,7 +19,7 @@ from autorecap.core.data import get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.profiles import Profiles
 from autorecap.settings import DEFAULT_RUNNING_TEMPLATE
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store import open_store
 
 from .conftest import COMPLETION_BODY, MODELS_BODY, Proxy, StartProxy, Upstream
 
@@ -53,8 +53,14 @@ def post_chat(http: httpx.Client, base: str, messages: list[dict[str, Any]], **e
     return response
 
 
+@pytest.fixture
+def db_path(db_url: str) -> str:
+    """The proxy suite runs on both backends: SQLite and PostgreSQL."""
+    return db_url
+
+
 def seed_chat(
-    db: Path,
+    db: str | Path,
     chat_id: str,
     messages: list[dict[str, Any]],
     *,
@@ -62,7 +68,7 @@ def seed_chat(
     recap: str | None = None,
 ) -> None:
     """Store a chat before the proxy starts (the proxy keeps its chats in memory once loaded)."""
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         store.import_chat(Chat(chat_id=chat_id))
         chat = store.load_chat(chat_id)
@@ -318,7 +324,7 @@ SEEDED_CLIENT = [
 
 
 @pytest.fixture
-def recap_chat(db_path: Path) -> str:
+def recap_chat(db_path: str | Path) -> str:
     seed_chat(db_path, "c1", SEEDED, breaks=(1,), recap=RECAP)
     return "c1"
 
@@ -391,7 +397,7 @@ def test_a_recap_the_client_already_carries_is_not_injected_twice(
 
 
 def test_auto_hidden_messages_are_left_out_of_the_upstream_request(
-    db_path: Path, start_proxy: StartProxy, upstream: Upstream, openai_client: MakeClient
+    db_path: str | Path, start_proxy: StartProxy, upstream: Upstream, openai_client: MakeClient
 ) -> None:
     seed_chat(
         db_path,

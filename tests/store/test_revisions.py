@@ -1,33 +1,33 @@
-"""Two processes on one store: a save from an old copy is refused, `pull` brings the other
-process's changes into a copy held in memory."""
+"""Two processes on one store (SQLite and PostgreSQL): a save from an old copy is refused,
+`pull` brings the other process's changes into a copy held in memory."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from autorecap import get_data, get_memory, set_data
 from autorecap.core import running
-from autorecap.store import SQLiteStore
+from autorecap.store import ChatStore, open_store
 from autorecap.store.migrations import StaleChatError
 from autorecap.testing import generate_chat
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteStore]]:
-    """Two connections to one database: the server's and a worker's (another process)."""
-    server = SQLiteStore(tmp_path / "store.db")
+def stores(db_url: str) -> Iterator[tuple[ChatStore, ChatStore]]:
+    """Two stores on one database (SQLite or PostgreSQL): the server's and a worker's
+    (another process)."""
+    server = open_store(db_url)
     server.import_chat(generate_chat(20, seed=3, chat_id="g"))
-    worker = SQLiteStore(tmp_path / "store.db")
+    worker = open_store(db_url)
     yield server, worker
     worker.close()
     server.close()
 
 
 def test_saves_of_different_messages_from_two_copies_both_land(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -41,7 +41,7 @@ def test_saves_of_different_messages_from_two_copies_both_land(
 
 
 def test_a_save_of_a_message_changed_elsewhere_is_refused_until_pulled(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -64,7 +64,7 @@ def test_a_save_of_a_message_changed_elsewhere_is_refused_until_pulled(
 
 
 def test_a_message_not_changed_here_is_replaced_by_the_stored_one(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -81,7 +81,7 @@ def test_a_message_not_changed_here_is_replaced_by_the_stored_one(
 
 
 def test_a_recap_made_for_text_edited_here_meanwhile_is_not_taken(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -97,7 +97,7 @@ def test_a_recap_made_for_text_edited_here_meanwhile_is_not_taken(
 
 
 def test_header_changes_from_both_sides_are_merged_key_by_key(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -116,7 +116,7 @@ def test_header_changes_from_both_sides_are_merged_key_by_key(
 
 
 def test_a_header_not_changed_here_is_replaced(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -127,7 +127,7 @@ def test_a_header_not_changed_here_is_replaced(
 
 
 def test_a_deleted_or_reshaped_chat_is_reported_not_merged(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, worker = stores
     mine, theirs = server.load_chat("g"), worker.load_chat("g")
@@ -141,7 +141,7 @@ def test_a_deleted_or_reshaped_chat_is_reported_not_merged(
 
 
 def test_a_chat_saved_only_here_has_nothing_to_pull(
-    stores: tuple[SQLiteStore, SQLiteStore],
+    stores: tuple[ChatStore, ChatStore],
 ) -> None:
     server, _ = stores
     mine = server.load_chat("g")

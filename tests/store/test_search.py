@@ -1,8 +1,10 @@
-"""The store's recall index (migration 5, `store.search`): what it finds, kept in step with
-every save by triggers, chat by chat; and the in-memory index of a chat outside the store."""
+"""The store's recall index (`store.search`), on SQLite (FTS5) and PostgreSQL (tsvector): what it
+finds, kept in step with every save by triggers, chat by chat; and the in-memory index of a
+chat outside the store."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autorecap import Chat, SQLiteStore, set_data
+from autorecap import Chat, ChatStore, SQLiteStore, open_store, set_data
 from autorecap.core.scenes import add_recap_version, mark_break
 from autorecap.store.migrations import schema_version
 from autorecap.store.search import MemoryIndex, match_expression
@@ -39,23 +41,34 @@ def make_chat(chat_id: str, texts: tuple[str, ...] | list[str] = TEXTS) -> Chat:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    opened = SQLiteStore(tmp_path / "db")
+def store(db_url: str) -> Iterator[ChatStore]:
+    """The store, on SQLite (FTS5, BM25) and on PostgreSQL (tsvector, ts_rank)."""
+    opened = open_store(db_url)
     yield opened
     opened.close()
 
 
-def stored(store: SQLiteStore, chat_id: str = "c", texts: tuple[str, ...] = TEXTS) -> Chat:
+def index_rows(store: ChatStore) -> int:
+    """How many messages the recall index holds (on PostgreSQL, a column of the messages)."""
+    sql = (
+        "SELECT count(*) FROM recall_index"
+        if store.dialect == "sqlite"
+        else "SELECT count(*) FROM messages WHERE recall IS NOT NULL"
+    )
+    return int(store.run(lambda db: db.execute(sql).fetchone()[0]))
+
+
+def stored(store: ChatStore, chat_id: str = "c", texts: tuple[str, ...] = TEXTS) -> Chat:
     """Import a chat and read it back (its messages then carry their store ids)."""
     store.import_chat(make_chat(chat_id, texts))
     return store.load_chat(chat_id)
 
 
-def found(store: SQLiteStore, chat_id: str, query: str) -> list[int]:
+def found(store: ChatStore, chat_id: str, query: str) -> list[int]:
     return [message_id for message_id, _ in store.search(chat_id, query)]
 
 
-def test_an_imported_message_is_found_by_a_rare_word_of_its_text(store: SQLiteStore) -> None:
+def test_an_imported_message_is_found_by_a_rare_word_of_its_text(store: ChatStore) -> None:
     chat = stored(store)
     hits = store.search("c", "astrolabe")
     assert [message_id for message_id, _ in hits] == [chat.messages[1].id]
@@ -63,7 +76,7 @@ def test_an_imported_message_is_found_by_a_rare_word_of_its_text(store: SQLiteSt
     assert found(store, "c", "Where did she put the ASTROLABE?") == [chat.messages[1].id]
 
 
-def test_the_best_match_comes_first(store: SQLiteStore) -> None:
+def test_the_best_match_comes_first(store: ChatStore) -> None:
     chat = stored(
         store,
         texts=(
@@ -79,13 +92,13 @@ def test_the_best_match_comes_first(store: SQLiteStore) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_limit_caps_the_hits(store: SQLiteStore) -> None:
+def test_limit_caps_the_hits(store: ChatStore) -> None:
     stored(store, texts=tuple(f"The kestrel flew past mark {i}." for i in range(10)))
     assert len(store.search("c", "kestrel")) == 10
     assert len(store.search("c", "kestrel", limit=3)) == 3
 
 
-def test_a_message_is_found_by_a_word_only_in_its_recap(store: SQLiteStore) -> None:
+def test_a_message_is_found_by_a_word_only_in_its_recap(store: ChatStore) -> None:
     chat = stored(store)
     target = chat.messages[2]
     assert found(store, "c", "quartermaster") == []
@@ -95,14 +108,14 @@ def test_a_message_is_found_by_a_word_only_in_its_recap(store: SQLiteStore) -> N
     assert found(store, "c", "harbour") == [target.id]  # its text is still indexed too
 
 
-def test_a_recap_read_from_the_legacy_namespace_is_found(store: SQLiteStore) -> None:
+def test_a_recap_read_from_the_legacy_namespace_is_found(store: ChatStore) -> None:
     chat = make_chat("c")
     chat.messages[0]["extra"] = {"auto_summarize_memory": {"memory": "An old recap of okapis."}}
     store.import_chat(chat)
     assert found(store, "c", "okapis") == [store.load_chat("c").messages[0].id]
 
 
-def test_a_message_is_found_by_a_word_only_in_its_scene_recap(store: SQLiteStore) -> None:
+def test_a_message_is_found_by_a_word_only_in_its_scene_recap(store: ChatStore) -> None:
     chat = stored(store)
     end = chat.messages[3]
     mark_break(end)
@@ -112,7 +125,7 @@ def test_a_message_is_found_by_a_word_only_in_its_scene_recap(store: SQLiteStore
 
 
 def test_an_edited_message_is_found_by_its_new_word_and_not_its_old_one(
-    store: SQLiteStore,
+    store: ChatStore,
 ) -> None:
     chat = stored(store)
     target = chat.messages[1]
@@ -127,7 +140,7 @@ def test_an_edited_message_is_found_by_its_new_word_and_not_its_old_one(
     assert found(store, "c", "sextant") == []
 
 
-def test_a_deleted_message_is_not_found(store: SQLiteStore) -> None:
+def test_a_deleted_message_is_not_found(store: ChatStore) -> None:
     chat = stored(store)
     gone, kept = chat.messages[1], chat.messages[2]
     del chat.messages[1]
@@ -137,7 +150,7 @@ def test_a_deleted_message_is_not_found(store: SQLiteStore) -> None:
     assert gone.id not in found(store, "c", "galley floorboards brass")
 
 
-def test_an_appended_message_is_found_once_saved(store: SQLiteStore) -> None:
+def test_an_appended_message_is_found_once_saved(store: ChatStore) -> None:
     chat = stored(store)
     added = chat.append(message("A zeppelin drifted over the docks."))
     store.save(chat, structure=True)
@@ -145,7 +158,7 @@ def test_an_appended_message_is_found_once_saved(store: SQLiteStore) -> None:
     assert found(store, "c", "zeppelin") == [added.id]
 
 
-def test_a_deleted_or_replaced_chat_leaves_nothing_in_the_index(store: SQLiteStore) -> None:
+def test_a_deleted_or_replaced_chat_leaves_nothing_in_the_index(store: ChatStore) -> None:
     stored(store, "gone")
     stored(store, "other")
     store.delete_chat("gone")
@@ -154,8 +167,7 @@ def test_a_deleted_or_replaced_chat_leaves_nothing_in_the_index(store: SQLiteSto
     store.import_chat(make_chat("other", ["A quiet night at anchor."]), replace=True)
     assert found(store, "other", "astrolabe") == []
     assert found(store, "other", "anchor") == [store.load_chat("other").messages[0].id]
-    (rows,) = store._db.execute("SELECT count(*) FROM recall_index").fetchone()
-    assert rows == 1
+    assert index_rows(store) == 1
 
 
 CHAT_IDS = [
@@ -172,7 +184,7 @@ CHAT_IDS = [
 ]
 
 
-def test_chats_are_kept_apart(store: SQLiteStore) -> None:
+def test_chats_are_kept_apart(store: ChatStore) -> None:
     """The same words in every chat: a search of one never returns another's messages (ids
     that are prefixes of others, punctuation, spaces and non-ASCII included)."""
     ids = {chat_id: [m.id for m in stored(store, chat_id).messages] for chat_id in CHAT_IDS}
@@ -183,14 +195,14 @@ def test_chats_are_kept_apart(store: SQLiteStore) -> None:
 
 
 def test_a_word_that_spells_the_chat_key_matches_only_messages_that_hold_it(
-    store: SQLiteStore,
+    store: ChatStore,
 ) -> None:
     chat = stored(store, "A", ("We loaded the C41 film.", "Nothing here.", "Nor here."))
     assert found(store, "A", "Is the C41 film developed?") == [chat.messages[0].id]
 
 
 @pytest.mark.parametrize("code", ["14-02-27", "C-2209", "7:45", "v2.3"])
-def test_a_code_is_found_as_a_phrase(store: SQLiteStore, code: str) -> None:
+def test_a_code_is_found_as_a_phrase(store: ChatStore, code: str) -> None:
     parts = code.replace("-", " ").replace(":", " ").replace(".", " ").split()
     chat = stored(
         store,
@@ -208,7 +220,7 @@ def test_a_code_is_found_as_a_phrase(store: SQLiteStore, code: str) -> None:
     "query",
     ["", "   ", "what was it that you said to me?", "Do you remember? Tell me again!", "?!"],
 )
-def test_a_query_of_only_common_words_finds_nothing(store: SQLiteStore, query: str) -> None:
+def test_a_query_of_only_common_words_finds_nothing(store: ChatStore, query: str) -> None:
     stored(store, texts=("What was it that you said to me? Do you remember?", *TEXTS))
     assert store.search("c", query) == []
 
@@ -227,13 +239,13 @@ def test_a_query_of_only_common_words_finds_nothing(store: SQLiteStore, query: s
         "{text}: astrolabe",
     ],
 )
-def test_query_syntax_characters_do_not_break_the_search(store: SQLiteStore, query: str) -> None:
+def test_query_syntax_characters_do_not_break_the_search(store: ChatStore, query: str) -> None:
     chat = stored(store)
     assert chat.messages[1].id in found(store, "c", query)
 
 
 @pytest.mark.parametrize("query", ['"', '""', "'", "*", "(", ")", "-", ":", "^"])
-def test_a_query_of_syntax_characters_alone_finds_nothing(store: SQLiteStore, query: str) -> None:
+def test_a_query_of_syntax_characters_alone_finds_nothing(store: ChatStore, query: str) -> None:
     stored(store)
     assert store.search("c", query) == []
 
@@ -248,7 +260,7 @@ def test_match_expression_quotes_every_word() -> None:
     assert [r[0] for r in rows] == [1, 2]
 
 
-def test_a_message_with_a_lone_surrogate_is_found(store: SQLiteStore) -> None:
+def test_a_message_with_a_lone_surrogate_is_found(store: ChatStore) -> None:
     chat = stored(store)
     target = chat.messages[0]
     target["mes"] = "A broken \ud800 pair near the capstan."
@@ -256,7 +268,7 @@ def test_a_message_with_a_lone_surrogate_is_found(store: SQLiteStore) -> None:
     assert found(store, "c", "capstan") == [target.id]
 
 
-def test_a_message_whose_json_is_not_valid_does_not_break_saving(store: SQLiteStore) -> None:
+def test_a_message_whose_json_is_not_valid_does_not_break_saving(store: ChatStore) -> None:
     """`Infinity` is stored as it is (it is not JSON): the trigger that indexes the row must
     not fail the save, and the rest of the chat stays searchable."""
     chat = stored(store)
@@ -264,10 +276,12 @@ def test_a_message_whose_json_is_not_valid_does_not_break_saving(store: SQLiteSt
     target["mes"] = "The wombat slept on the coils."
     target["odd"] = float("inf")
     assert store.save(chat, changed=[target]) == 1
-    (data,) = store._db.execute("SELECT data FROM messages WHERE id = ?", (target.id,)).fetchone()
+    (data,) = store.run(
+        lambda db: db.execute("SELECT data FROM messages WHERE id = ?", (target.id,)).fetchone()
+    )
     assert "Infinity" in data
-    (valid,) = store._db.execute("SELECT json_valid(?)", (data,)).fetchone()
-    assert valid == 0
+    with pytest.raises(ValueError, match="Infinity"):
+        json.loads(data, parse_constant=lambda word: (_ for _ in ()).throw(ValueError(word)))
     assert store.load_chat("c").messages[0]["mes"] == "The wombat slept on the coils."
     assert found(store, "c", "astrolabe") == [chat.messages[1].id]
     assert found(store, "c", "ropes foredeck") == []  # its old text is gone from the index
@@ -286,7 +300,7 @@ def _back_to_version_4(path: Path) -> None:
     db.close()
 
 
-def test_the_migration_from_version_4_indexes_existing_messages(tmp_path: Path) -> None:
+def test_the_sqlite_migration_from_version_4_indexes_existing_messages(tmp_path: Path) -> None:
     path = tmp_path / "db"
     store = SQLiteStore(path)
     chat = make_chat("old")

@@ -16,6 +16,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+DB_HELP = (
+    "Where chats are stored: a SQLite file (default: autorecap.db in AUTORECAP_HOME), "
+    "sqlite:///FILE, or postgresql://user:password@host/dbname. $AUTORECAP_DB sets it for "
+    "every command."
+)
+DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default=False)]
+"""The `--db` every command that reads the store takes (`autorecap.store.open_store`)."""
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 

@@ -12,27 +12,25 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import install_signal_handlers
-from autorecap.cli._app import app, err, out
+from autorecap.cli._app import DbOption, app, err, out
 from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles, owner_settings_file
 from autorecap.recap.backend import RecapBackend
 from autorecap.recap.backends import make_backend
 from autorecap.settings import Settings
-from autorecap.store import SQLiteStore
+from autorecap.store import open_store
 
 jobs_app = typer.Typer(help="The queue of recap jobs: list, retry, cancel, pause, resume.")
 app.add_typer(jobs_app, name="jobs")
 
-_DB = Annotated[Path | None, typer.Option(help="Store database file.")]
 
-
-def _queue(db: Path | None) -> JobQueue:
-    return JobQueue(SQLiteStore(db))
+def _queue(db: str | None) -> JobQueue:
+    return JobQueue(open_store(db))
 
 
 @jobs_app.callback(invoke_without_command=True)
-def jobs_default(ctx: typer.Context, db: _DB = None) -> None:
+def jobs_default(ctx: typer.Context, db: DbOption = None) -> None:
     """With no subcommand: `jobs list`."""
     if ctx.invoked_subcommand is None:
         jobs_list(db=db)
@@ -44,7 +42,7 @@ def jobs_list(
         list[str] | None, typer.Option("--state", help=f"Only these states: {', '.join(STATES)}.")
     ] = None,
     chat: Annotated[str | None, typer.Option(help="Only this chat's jobs.")] = None,
-    db: _DB = None,
+    db: DbOption = None,
 ) -> None:
     """List jobs: running, queued and failed first, with progress and errors."""
     queue = _queue(db)
@@ -82,27 +80,29 @@ def jobs_list(
 
 
 @jobs_app.command("retry")
-def jobs_retry(job_id: Annotated[int, typer.Argument(help="Job id.")], db: _DB = None) -> None:
+def jobs_retry(job_id: Annotated[int, typer.Argument(help="Job id.")], db: DbOption = None) -> None:
     """Queue a failed or cancelled job again."""
     _queue(db).retry(job_id)
     out.print(f"job {job_id} queued again")
 
 
 @jobs_app.command("cancel")
-def jobs_cancel(job_id: Annotated[int, typer.Argument(help="Job id.")], db: _DB = None) -> None:
+def jobs_cancel(
+    job_id: Annotated[int, typer.Argument(help="Job id.")], db: DbOption = None
+) -> None:
     """Cancel a queued job (a running one stops when it can)."""
     out.print(f"job {job_id}: {_queue(db).cancel(job_id)}")
 
 
 @jobs_app.command("pause")
-def jobs_pause(db: _DB = None) -> None:
+def jobs_pause(db: DbOption = None) -> None:
     """Workers take no new jobs until `jobs resume`."""
     _queue(db).pause()
     out.print("queue paused")
 
 
 @jobs_app.command("resume")
-def jobs_resume(db: _DB = None) -> None:
+def jobs_resume(db: DbOption = None) -> None:
     """Workers take jobs again."""
     _queue(db).resume()
     out.print("queue resumed")
@@ -135,7 +135,7 @@ def worker(
             "recapped with that key's own settings.",
         ),
     ] = None,
-    db: _DB = None,
+    db: DbOption = None,
 ) -> None:
     """Run queued jobs in this process (each chat's settings profile applies); without
     --once, wait for new ones until SIGTERM or Ctrl-C."""
@@ -145,7 +145,7 @@ def worker(
 
         KeyRing.from_file(keys_file)  # the same file as the server's, or a clear error
         profiles_for = _owners_profiles()
-    queue = JobQueue(SQLiteStore(db), lease_s=lease)
+    queue = JobQueue(open_store(db), lease_s=lease)
 
     def backend_for(settings: Settings) -> RecapBackend:
         return make_backend(

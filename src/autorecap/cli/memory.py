@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import load_target, target_chat_id
-from autorecap.cli._app import app, err, out
+from autorecap.cli._app import DbOption, app, err, out
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
@@ -22,7 +22,7 @@ from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.session import Session
 from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
-from autorecap.store import SQLiteStore
+from autorecap.store import open_store
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {{char}} in an ongoing roleplay with {{user}}. Stay in character, keep to what has "
@@ -30,9 +30,6 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
-_DB = Annotated[
-    Path | None, typer.Option(help="Store database file (default: autorecap.db in AUTORECAP_HOME).")
-]
 
 
 class Format(StrEnum):
@@ -73,14 +70,14 @@ def inject(
         ),
     ] = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
-    db: _DB = None,
+    db: DbOption = None,
 ) -> None:
     """Print the prompt SillyTavern would send for this chat, with the memory injected.
 
     Runs refresh_memory() on a copy in memory: nothing is written. The prompt goes to stdout;
     token counts, which messages were hidden or left out, and what was recalled go to stderr.
     """
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     loaded, _ = load_target(chat, store=store, lenient=lenient)
     settings = _settings_with_overrides(loaded.id, character_key_of(loaded), overrides or [])
     if query is not None:
@@ -160,10 +157,10 @@ def _ranges(indexes: list[int]) -> str:
 
 
 @app.command()
-def refresh(chat: _CHAT_ARG, db: _DB = None) -> None:
+def refresh(chat: _CHAT_ARG, db: DbOption = None) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     with Session(chat, store=store, save_debounce_ms=60_000) as session:
         result = session.last_result
         assert result is not None
@@ -191,12 +188,12 @@ def versions(
         Path | None, typer.Option("--edit", help="Add a version with this file's text.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
-    db: _DB = None,
+    db: DbOption = None,
 ) -> None:
     """List the running recap's versions; select one, or add an edited one."""
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     # Check everything first, on a read-only copy: a command that fails writes nothing.
     loaded, _ = load_target(chat, store=store)
     probe = Session(loaded, settings=Profiles().settings_for(loaded.id, character_key_of(loaded)))

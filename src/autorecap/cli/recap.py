@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from autorecap.autosave import load_target
-from autorecap.cli._app import app, err, out
+from autorecap.cli._app import DbOption, app, err, out
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
@@ -39,7 +39,7 @@ from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
-from autorecap.store import SQLiteStore
+from autorecap.store import SQLiteStore, open_store
 
 if TYPE_CHECKING:  # the evaluation is imported only when `eval` runs
     from autorecap.evaluation.run import StyleRow
@@ -84,11 +84,11 @@ def recap(
             "--no-wait", help="Stored chats: only queue the jobs (`autorecap worker` runs them)."
         ),
     ] = False,
-    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    db: DbOption = None,
 ) -> None:
     """Recap a chat: message recaps, scene breaks, scene recaps and the running recap, written
     back in SillyTavern's format (in place, or to --output)."""
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     stamp = _stamp(loaded.path) if from_file else None
     settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
@@ -105,7 +105,7 @@ def recap(
                 "--no-wait needs a stored chat (a worker finds it in the store): "
                 "`autorecap import FILE` first"
             )
-        queue = JobQueue(store or SQLiteStore())
+        queue = JobQueue(store or open_store())
         ids = enqueue_pipeline(queue, loaded, settings)
         out.print(f"queued {len(ids)} job(s) for {escape(loaded.id)}; `autorecap worker` runs them")
         return
@@ -120,7 +120,7 @@ def recap(
         # The work runs on the job queue: a stored chat's own (persistent: `autorecap worker`
         # resumes it), or for a file a queue in a temporary database for this run.
         work_store = (
-            store or SQLiteStore() if not from_file else SQLiteStore(Path(folder) / "work.db")
+            store or open_store() if not from_file else SQLiteStore(Path(folder) / "work.db")
         )
         if from_file:
             work_store.import_chat(loaded, chat_id=loaded.id, replace=True)
@@ -221,11 +221,11 @@ def scenes_command(
     ] = (SceneAction.list),
     index: Annotated[int | None, typer.Argument(help="Message index (0-based).")] = None,
     name: Annotated[str | None, typer.Argument(help="Scene name (rename, or mark).")] = None,
-    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    db: DbOption = None,
 ) -> None:
     """List a chat's scenes, or mark, unmark, rename, hide or show the scene break at message N
     (a hidden break does not count for auto-hide)."""
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if action is SceneAction.list:
         _print_scenes(loaded)
@@ -249,7 +249,7 @@ def scenes_command(
     if from_file:
         write_chat(loaded)
     else:
-        (store or SQLiteStore()).save(loaded, changed=[message])
+        (store or open_store()).save(loaded, changed=[message])
     out.print(f"{action.value}: message {index}")
 
 
@@ -260,11 +260,11 @@ def remember(
         int | None, typer.Argument(help="Message index (0-based); none: list the pinned ones.")
     ] = None,
     forget: Annotated[bool, typer.Option("--forget", help="Unpin the message.")] = False,
-    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    db: DbOption = None,
 ) -> None:
     """Pin message N's recap in the long-term tier ("remember this"), unpin it (--forget), or
     list the pinned messages. The tier injects them with `long_term_enabled` on."""
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if index is None:
         pinned = pinned_indexes(loaded.messages)
@@ -281,7 +281,7 @@ def remember(
     if from_file:
         write_chat(loaded)
     else:
-        (store or SQLiteStore()).save(loaded, changed=[message])
+        (store or open_store()).save(loaded, changed=[message])
     out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
 
 
@@ -295,12 +295,12 @@ def combined_command(
         bool,
         typer.Option("--make", help="Merge the message recaps into a new version now."),
     ] = False,
-    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    db: DbOption = None,
 ) -> None:
     """The combined recap (every message recap merged into one narrative, injected with
     `combined_recap_enabled`): list its versions, select one, or make one now (with the chat's
     recap backend)."""
-    store = SQLiteStore(db) if db is not None else None
+    store = open_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if make:
         settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
@@ -326,7 +326,7 @@ def combined_command(
         if from_file:
             write_chat(loaded)
         else:
-            (store or SQLiteStore()).save(loaded, header=True)
+            (store or open_store()).save(loaded, header=True)
     now = combined.current(loaded)
     for version in reversed(combined.versions(loaded)):
         mark = "*" if version is now else " "

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autorecap.cli._app import app, err
+from autorecap.cli._app import DbOption, app, err
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -31,7 +31,7 @@ def serve(
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8008,
-    db: Annotated[Path | None, typer.Option(help="Store database file.")] = None,
+    db: DbOption = None,
     recap_backend: Annotated[
         RecapSource, typer.Option(help="Who writes recaps: offline (free) or the upstream model.")
     ] = RecapSource.offline,

@@ -10,11 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autorecap.cli._app import app, out
+from autorecap.cli._app import DbOption, app, out
 from autorecap.errors import AutorecapError
 from autorecap.stfiles.atomic import atomic_write
 from autorecap.stfiles.jsonl import chat_id_for, read_chat
-from autorecap.store import SQLiteStore
+from autorecap.store import open_store
 
 _DB_HELP = "Store database file (default: autorecap.db in AUTORECAP_HOME)."
 
@@ -31,12 +31,12 @@ def import_(
     lenient: Annotated[
         bool, typer.Option("--lenient", help="Keep malformed lines instead of stopping.")
     ] = False,
-    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Store chat files, each under its chat id (the file name without .jsonl)."""
     if as_id is not None and len(files) != 1:
         raise AutorecapError("--as names one chat: import one file at a time with it")
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         chats = [(path, read_chat(path, lenient=lenient)) for path in files]
         ids = [as_id or chat_id_for(path) for path, _ in chats]
@@ -65,11 +65,11 @@ def import_(
 def export(
     chat: Annotated[str, typer.Argument(help="Id of a stored chat.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
-    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Write a stored chat as a SillyTavern chat file (byte for byte the imported file while
     unchanged)."""
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         data = store.export_chat(chat)
     finally:
@@ -79,9 +79,9 @@ def export(
 
 
 @app.command()
-def chats(db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None) -> None:
+def chats(db: DbOption = None) -> None:
     """List the stored chats."""
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         infos = store.list_chats()
     finally:
@@ -104,10 +104,10 @@ def chats(db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None) -> Non
 def delete(
     chat: Annotated[str, typer.Argument(help="Id of a stored chat.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
-    db: Annotated[Path | None, typer.Option(help=_DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Remove a chat from the store (export it first if you want a copy)."""
-    store = SQLiteStore(db)
+    store = open_store(db)
     try:
         if not store.has_chat(chat):
             store.delete_chat(chat)  # raises the "no stored chat" error

@@ -251,7 +251,7 @@ class FileLayout:
 @dataclass
 class ChatRevs:
     """Which store revisions an in-memory chat reflects (a store bumps a revision at each save,
-    so that a copy can tell what another process changed since: `SQLiteStore.pull`). None: not
+    so that a copy can tell what another process changed since: `ChatStore.pull`). None: not
     known (a chat not read from a store), nothing is checked."""
 
     synced: int | None = None

@@ -4,7 +4,6 @@ that the handlers need not import the worker that imports them."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
+from autorecap.store.base import Db
 
 
 @dataclass
@@ -51,7 +51,7 @@ class JobContext(Protocol):
         *,
         changed: Sequence[Message] = (),
         header: bool = False,
-        also: Callable[[sqlite3.Connection], None] | None = None,
+        also: Callable[[Db], None] | None = None,
     ) -> None: ...
 
     def check_cancel(self, job: Job) -> None: ...

@@ -15,7 +15,7 @@ from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.base import ChatStore
 
 
 @dataclass
@@ -40,7 +40,7 @@ def _snapshot(chat: Chat) -> tuple[int, int, int, int]:
 
 
 def recap_on_queue(
-    store: SQLiteStore,
+    store: ChatStore,
     chat_id: str,
     backend: RecapBackend,
     settings: Settings,

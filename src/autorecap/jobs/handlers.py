@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from autorecap.recap.backend import RecapBackend, RecapResult
 from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
+from autorecap.store.base import Db
 
 MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
@@ -178,7 +178,7 @@ def _recap_messages(
             else:
                 stored.append((job, input_hash))
 
-        def finish(db: sqlite3.Connection) -> None:
+        def finish(db: Db) -> None:
             for job, input_hash in stored:
                 worker.queue.finish(db, job, input_hash=input_hash or None)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from autorecap.errors import AutorecapError
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.base import ChatStore, Db
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 LEASE_S = 60.0
@@ -70,7 +69,7 @@ class JobQueue:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: ChatStore,
         *,
         clock: Callable[[], float] = time.time,
         backoff_s: float = 2.0,
@@ -81,6 +80,9 @@ class JobQueue:
         self.backoff_s = backoff_s
         self.lease_s = lease_s
         self.worker_name = f"{socket.gethostname()}:{os.getpid()}"
+        # Workers on several machines claim at once on PostgreSQL: each locks the rows it
+        # takes and passes over those another has locked. SQLite has one writer at a time.
+        self._skip_locked = " FOR UPDATE OF j SKIP LOCKED" if store.dialect == "postgresql" else ""
 
     # --- adding --------------------------------------------------------------------------------
 
@@ -98,23 +100,22 @@ class JobQueue:
         now = self.clock()
         deps = sorted(set(depends_on))
 
-        def work(db: sqlite3.Connection) -> int:
+        def work(db: Db) -> int:
             row = db.execute(
-                "SELECT id FROM jobs WHERE kind = ? AND chat_id = ? AND target IS ? "
-                "AND state IN ('queued', 'running')",
+                "SELECT id FROM jobs WHERE kind = ? AND chat_id = ? "
+                "AND target IS NOT DISTINCT FROM ? AND state IN ('queued', 'running')",
                 (kind, chat_id, target),
             ).fetchone()
             if row is not None:
                 job_id: int = row[0]
             else:
-                cursor = db.execute(
+                job_id = db.execute(
                     "INSERT INTO jobs (kind, chat_id, target, priority, max_retries, "
-                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (kind, chat_id, target, priority, max_retries, now, now),
-                )
-                job_id = int(cursor.lastrowid or 0)
+                ).fetchone()[0]
             db.executemany(
-                "INSERT OR IGNORE INTO job_deps (job_id, depends_on) VALUES (?, ?)",
+                "INSERT INTO job_deps (job_id, depends_on) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(job_id, dep) for dep in deps if dep != job_id],
             )
             return job_id
@@ -128,12 +129,12 @@ class JobQueue:
         """Take the next ready job (None when none is ready or the queue is paused)."""
         now = self.clock()
 
-        def work(db: sqlite3.Connection) -> Job | None:
+        def work(db: Db) -> Job | None:
             if _paused(db):
                 return None
             # A worker that died leaves its job running with an expired lease: take it back.
             db.execute(
-                "UPDATE jobs SET state = CASE WHEN cancel_requested THEN 'cancelled' "
+                "UPDATE jobs SET state = CASE WHEN cancel_requested <> 0 THEN 'cancelled' "
                 "ELSE 'queued' END, worker = NULL WHERE state = 'running' AND lease_until < ?",
                 (now,),
             )
@@ -143,7 +144,7 @@ class JobQueue:
                       AND NOT EXISTS (
                         SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on
                         WHERE d.job_id = j.id AND p.state IN ('queued', 'running'))
-                    ORDER BY priority DESC, id LIMIT 1""",
+                    ORDER BY priority DESC, id LIMIT 1{self._skip_locked}""",
                 (now,),
             ).fetchone()
             if row is None:
@@ -167,7 +168,7 @@ class JobQueue:
         if limit <= 0:
             return []
 
-        def work(db: sqlite3.Connection) -> list[Job]:
+        def work(db: Db) -> list[Job]:
             rows = db.execute(
                 f"""SELECT {_COLUMNS} FROM jobs j
                     WHERE state = 'queued' AND kind = ? AND chat_id = ? AND not_before <= ?
@@ -175,7 +176,7 @@ class JobQueue:
                       AND NOT EXISTS (
                         SELECT 1 FROM job_deps d JOIN jobs p ON p.id = d.depends_on
                         WHERE d.job_id = j.id AND p.state IN ('queued', 'running'))
-                    ORDER BY id LIMIT ?""",
+                    ORDER BY id LIMIT ?{self._skip_locked}""",
                 (job.kind, job.chat_id, now, job.id, limit),
             ).fetchall()
             db.executemany(
@@ -206,7 +207,7 @@ class JobQueue:
             )
         )
 
-    def finish(self, db: sqlite3.Connection, job: Job, *, input_hash: str | None = None) -> None:
+    def finish(self, db: Db, job: Job, *, input_hash: str | None = None) -> None:
         """Mark `job` done (call it inside the transaction that writes the job's effect). A
         worker that lost the job (its lease ran out and another worker took it) raises
         `JobError`, which rolls that transaction back: the job's effect lands once."""
@@ -220,8 +221,9 @@ class JobQueue:
             raise JobError(f"job {job.id} was taken over by another worker; its result is dropped")
         if input_hash is not None:
             db.execute(
-                "INSERT OR REPLACE INTO job_results (kind, chat_id, target, input_hash) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO job_results (kind, chat_id, target, input_hash) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (kind, chat_id, target) "
+                "DO UPDATE SET input_hash = excluded.input_hash",
                 (job.kind, job.chat_id, -1 if job.target is None else job.target, input_hash),
             )
 
@@ -234,7 +236,7 @@ class JobQueue:
         `max_retries` retries are spent. Returns the job's new state."""
         now = self.clock()
 
-        def work(db: sqlite3.Connection) -> str:
+        def work(db: Db) -> str:
             row = db.execute(
                 "SELECT attempts, max_retries, cancel_requested, state, worker FROM jobs "
                 "WHERE id = ?",
@@ -404,7 +406,8 @@ class JobQueue:
         """Stop workers from taking new jobs (running ones finish)."""
         self.store.run(
             lambda db: db.execute(
-                "INSERT OR REPLACE INTO queue_state (key, value) VALUES ('paused', '1')"
+                "INSERT INTO queue_state (key, value) VALUES ('paused', '1') "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
             )
         )
 
@@ -418,7 +421,7 @@ class JobQueue:
         return result
 
 
-def _paused(db: sqlite3.Connection) -> bool:
+def _paused(db: Db) -> bool:
     row = db.execute("SELECT value FROM queue_state WHERE key = 'paused'").fetchone()
     return bool(row and row[0] == "1")
 

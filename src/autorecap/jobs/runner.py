@@ -16,7 +16,6 @@ the chat's data and the store are written by one thread at a time.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +33,7 @@ from autorecap.pacing import pausing
 from autorecap.profiles import Profiles
 from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
+from autorecap.store.base import Db
 from autorecap.store.migrations import StaleChatError, UnknownChatError
 
 log = logging.getLogger("autorecap.jobs")
@@ -304,7 +304,7 @@ class Worker:
         *,
         changed: Sequence[Message] = (),
         header: bool = False,
-        also: Callable[[sqlite3.Connection], None] | None = None,
+        also: Callable[[Db], None] | None = None,
     ) -> None:
         """A job's save of its chat (its lock held), told to `on_saved`."""
         self.store.save(chat, changed=changed, header=header, also=also)

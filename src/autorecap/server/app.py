@@ -36,7 +36,7 @@ from autorecap.server.proxy.turns import ProxyChats
 from autorecap.server.proxy.upstream import Upstream
 from autorecap.server.web.routes import web_router
 from autorecap.settings import Settings
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.location import open_store
 
 log = logging.getLogger("autorecap.server")
 SWITCH_INTERVAL_S = 0.0005
@@ -48,7 +48,8 @@ class ServerConfig:
 
     upstream: str
     api_key_env: str | None = None
-    db: Path | None = None
+    db: str | Path | None = None
+    """The store: a SQLite file, or a PostgreSQL URL (`open_store`)."""
     recap_backend: str = "offline"
     context_size: int | None = None
     worker: bool = True
@@ -74,7 +75,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     keyring = KeyRing.from_file(config.keys_file) if config.keys_file is not None else None
     # WAL with synchronous=NORMAL by default: a crash of autorecap loses nothing committed,
     # a power cut may lose the last commits, which the client sends again anyway.
-    store = SQLiteStore(config.db, synchronous="FULL" if config.durable else "NORMAL")
+    store = open_store(config.db, durable=config.durable)
     queue = JobQueue(store)
     registry = ProxyChats(
         store,

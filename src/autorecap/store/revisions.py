@@ -1,4 +1,4 @@
-"""Bringing what another process saved into a chat held in memory (`SQLiteStore.pull`).
+"""Bringing what another process saved into a chat held in memory (`ChatStore.pull`).
 
 Every save stamps the rows it writes with the next store-wide revision. A chat read from the
 store remembers the revisions it reflects (`Chat.revs`, `Message._rev`), so that it can read just
@@ -10,33 +10,15 @@ from __future__ import annotations
 
 import copy
 import json
-import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from typing import Any
 
 from autorecap.core.data import merge_stored_data
 from autorecap.core.jsjson import loads_strict
 from autorecap.core.model import Chat, FileLayout, Message
+from autorecap.store.base import Db, Pulled
 from autorecap.store.migrations import StaleChatError
 from autorecap.store.rows import changed_message_json
-
-
-@dataclass
-class Pulled:
-    """What `SQLiteStore.pull` brought into a chat."""
-
-    messages: list[Message] = field(default_factory=list)
-    """The messages whose content changed."""
-    header: bool = False
-    """The header (the running recap) changed."""
-    reshaped: bool = False
-    """Messages were added or removed elsewhere: nothing was merged, read the chat again."""
-    gone: bool = False
-    """The chat was deleted from the store."""
-
-    def __bool__(self) -> bool:
-        return bool(self.messages) or self.header or self.reshaped or self.gone
 
 
 def stored_header_text(
@@ -143,7 +125,7 @@ def apply_header(
     revs.header, revs.header_base = rev, text
 
 
-def write_message(db: sqlite3.Connection, chat: Chat, message: Message, rev: int) -> None:
+def write_message(db: Db, chat: Chat, message: Message, rev: int) -> None:
     """Write one message's row, unless another process changed it since this copy read it
     (then the save is refused: `StaleChatError`)."""
     data = changed_message_json(message)
@@ -159,12 +141,6 @@ def write_message(db: sqlite3.Connection, chat: Chat, message: Message, rev: int
         and db.execute("SELECT 1 FROM messages WHERE id = ?", (message._id,)).fetchone()
     ):
         raise stale(chat, f"message {chat.messages.index(message)}")
-
-
-def next_rev(db: sqlite3.Connection) -> int:
-    """The next store-wide revision (inside a write transaction)."""
-    value: int = db.execute("UPDATE store_rev SET value = value + 1 RETURNING value").fetchone()[0]
-    return value
 
 
 def stale(chat: Chat, what: str) -> StaleChatError:

@@ -1,44 +1,14 @@
-"""How the SQLite store turns chats into rows and back: the JSON it keeps, the layout of a
-file, and its write transaction."""
+"""How the SQL stores turn chats into rows and back: the JSON they keep and the layout of a
+file."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from autorecap.core.jsjson import dumps_canonical
 from autorecap.core.model import FileLayout, Message
 from autorecap.stfiles.jsonl import data_matches_raw
-from autorecap.store.migrations import StoreError
-
-
-class Transaction:
-    """`BEGIN IMMEDIATE ... COMMIT`, rolled back on any error (one logical write, all or none)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            raise StoreError(
-                f"the store is busy or unavailable ({error}): another autorecap may hold it; "
-                "try again"
-            ) from None
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is None:
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as error:
-                self._db.execute("ROLLBACK")
-                raise StoreError(f"could not save to the store: {error}") from None
-        else:
-            self._db.execute("ROLLBACK")
-            if kind is not None and issubclass(kind, sqlite3.Error):
-                raise StoreError(f"could not save to the store: {rest[0]}") from None
 
 
 def changed_message_json(message: Message) -> str | None:

@@ -3,9 +3,11 @@
 The server keeps its chats in memory. Another process may save to the same database meanwhile:
 an `autorecap worker` running the server's recap jobs (`autorecap serve --no-worker`), or the
 command line. Every save is stamped with a store-wide revision (`autorecap.store.revisions`), so:
-- a poll of the database's `data_version` (`watch`, every `POLL_S`) finds the chats another
+- a look at the store's `data_version` (`watch`, every `POLL_S`) finds the chats another
   process changed, and reads just their changed rows into the copies in memory, then refreshes
-  their memory as the in-process worker would (`Freshness.after_job`);
+  their memory as the in-process worker would (`Freshness.after_job`). On SQLite that is one
+  cheap query; on PostgreSQL it is a number in memory, moved by the notices (`LISTEN/NOTIFY`)
+  other servers and workers send as they save, which also name the chats;
 - a save of the server's own that another process got ahead of is refused by the store; the
   server reads the changes in (keeping its own) and saves again (`ChatRegistry._save`).
 
@@ -27,7 +29,7 @@ from autorecap.errors import AutorecapError
 from autorecap.server.chats.pending_saves import Unsaved
 from autorecap.server.chats.refresh import Freshness
 from autorecap.session import Session
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.base import ChatStore
 
 log = logging.getLogger("autorecap.server")
 POLL_S = 0.05
@@ -37,7 +39,7 @@ POLL_S = 0.05
 class OpenChats(Protocol):
     """The open chats, as this module reads into them (`chats.registry.ChatRegistry`)."""
 
-    store: SQLiteStore
+    store: ChatStore
     freshness: Freshness
 
     def hold(self, chat_id: str) -> AbstractContextManager[None]: ...
@@ -95,16 +97,22 @@ class Outside:
 
     def pull_changed(self) -> int:
         """`pull` every chat in memory that another process saved since it was read, when the
-        database changed at all (else one query). Returns how many were read in."""
+        database changed at all (else nothing is asked of it). Returns how many were read in.
+
+        On PostgreSQL the store names the chats that changed (the notices it heard), so only
+        those are looked at; on SQLite every open chat's revision is."""
         registry = self._registry
         version = registry.store.data_version()
         if version == self._version:
             return 0
         self._version = version
+        changed = registry.store.changed_chats()
         known = registry.synced()
+        if changed is not None:
+            known = {chat_id: rev for chat_id, rev in known.items() if chat_id in changed}
         if not known:
             return 0
-        stored = registry.store.revisions()
+        stored = registry.store.revisions(known if changed is not None else None)
         count = 0
         for chat_id, synced in known.items():
             if synced is not None and stored.get(chat_id) != synced:

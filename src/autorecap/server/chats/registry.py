@@ -35,8 +35,9 @@ from autorecap.server.chats.pending_saves import Unsaved
 from autorecap.server.chats.refresh import Freshness
 from autorecap.session import Session
 from autorecap.settings import Settings
+from autorecap.store.base import ChatStore
 from autorecap.store.migrations import StaleChatError
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.sql import unknown_chat
 
 INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, LONG_KEY, COMBINED_KEY, RECALL_KEY)
 """The slots whose text the proxy puts in, which a client may send back."""
@@ -54,7 +55,7 @@ class ChatRegistry:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: ChatStore,
         queue: JobQueue,
         *,
         profiles: Profiles | None = None,
@@ -153,7 +154,7 @@ class ChatRegistry:
                 return session
             if not self.store.has_chat(chat_id):
                 if not create:
-                    raise self.store._unknown(chat_id)
+                    raise unknown_chat(chat_id)
                 self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
             chat = self.store.load_chat(chat_id)
             unsaved = Unsaved()

@@ -25,7 +25,7 @@ from autorecap.server.proxy.outgoing import outgoing_messages
 from autorecap.server.proxy.repeats import Echo, remember, repeat_of
 from autorecap.server.proxy.replies import place_reply
 from autorecap.server.proxy.request_json import dumps, loads, parse_body
-from autorecap.store.sqlite import SQLiteStore
+from autorecap.store.base import ChatStore
 
 log = logging.getLogger("autorecap.server")
 ECHOES = 512
@@ -76,7 +76,7 @@ class ProxyChats(ChatRegistry):
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: ChatStore,
         queue: JobQueue,
         *,
         context_size: int | None = None,
