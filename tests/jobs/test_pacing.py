@@ -17,7 +17,7 @@ from autorecap.core import running
 from autorecap.core.data import get_data
 from autorecap.core.model import Chat
 from autorecap.jobs import JobQueue, Worker, enqueue_pipeline, handlers
-from autorecap.jobs.runner import ChatMovedError
+from autorecap.jobs.context import ChatMovedError
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore

@@ -17,6 +17,13 @@ from autorecap.settings import Settings
 from autorecap.store.base import Db
 
 
+class ChatMovedError(AutorecapError):
+    """While a job had let go of its chat (`Worker._pause`), messages were removed or moved, or
+    the chat was replaced: the positions it worked with are wrong now. Or the worker's copy of
+    the chat is behind another process's save (a job's message is in the store, not in the
+    copy). The copy is read again and the job runs again at once."""
+
+
 @dataclass
 class WorkerStats:
     """What a worker did."""
@@ -55,6 +62,8 @@ class JobContext(Protocol):
     ) -> None: ...
 
     def check_cancel(self, job: Job) -> None: ...
+
+    def forget(self, chat_id: str) -> None: ...
 
     def record_failure(self, job: Job, error: AutorecapError) -> None: ...
 

@@ -15,7 +15,7 @@ from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import last_break, scenes
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
-from autorecap.jobs.context import JobContext
+from autorecap.jobs.context import ChatMovedError, JobContext
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.jobs.snapshot import ChangedMeanwhileError, Snapshot
 from autorecap.pacing import pause
@@ -52,11 +52,16 @@ def enqueue_pipeline(
         "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' AND chat_id = ?"
     )
     params: list[Any] = [chat.id]
+    targets: list[int] = []
     if only is not None:  # a turn's few messages: not the whole chat's results
         targets = [m.id for m in only if m.id is not None]
         query += f" AND target IN ({','.join('?' * len(targets))})"
         params += targets
-    done: dict[int, str] = queue.store.run(lambda db: dict(db.execute(query, params).fetchall()))
+    done: dict[int, str] = (
+        queue.store.run(lambda db: dict(db.execute(query, params).fetchall()))
+        if only is None or targets  # `IN ()` is no SQL to PostgreSQL
+        else {}
+    )
     ids = []
     for message in chat.messages if only is None else only:
         if message.id is None:
@@ -121,6 +126,9 @@ def _recap_messages(
     planned: list[tuple[Job, Message, str, int]] = []
     with worker.chat_lock(chat_id):
         for job in jobs:
+            if _index_of(chat, job.target) is None:
+                _check_gone(worker, job)
+        for job in jobs:
             index = _index_of(chat, job.target)
             if index is None:  # the message was deleted: nothing to do
                 worker.queue.complete(job)
@@ -162,6 +170,7 @@ def _recap_messages(
         for job, _, input_hash, index in planned:
             now_index = _index_of(live, job.target)
             if now_index is None:
+                _check_gone(worker, job)
                 stored.append((job, ""))  # deleted meanwhile: done, nothing to store
                 continue
             message = live.messages[now_index]
@@ -297,6 +306,7 @@ def _scene_recap(worker: JobContext, job: Job) -> None:
     with worker.chat_lock(job.chat_id):
         index = _index_of(chat, job.target)
         if index is None:
+            _check_gone(worker, job)
             worker.queue.complete(job)
             return
 
@@ -357,6 +367,19 @@ HANDLERS: dict[str, Callable[[JobContext, Job], None]] = {
 _POSITIONS: weakref.WeakKeyDictionary[Chat, tuple[int, dict[int, int]]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _check_gone(worker: JobContext, job: Job) -> None:
+    """A job's message is not in the worker's copy of its chat: deleted (return), or added by
+    another process after the copy was read (on PostgreSQL, another server's save is known a
+    moment later): then the copy is read again and the job runs again (`ChatMovedError`)."""
+    if job.target is None or not worker.queue.store.has_message(job.chat_id, job.target):
+        return
+    worker.forget(job.chat_id)
+    raise ChatMovedError(
+        f"chat {job.chat_id!r}: message {job.target} was saved elsewhere after this copy was "
+        "read; it is read again"
+    )
 
 
 def _index_of(chat: Chat, message_id: int | None) -> int | None:

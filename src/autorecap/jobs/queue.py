@@ -101,6 +101,13 @@ class JobQueue:
         deps = sorted(set(depends_on))
 
         def work(db: Db) -> int:
+            if self.store.dialect == "postgresql":
+                # Servers queue the same job at once: one at a time per job, so the second
+                # finds the first's.
+                db.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+                    (f"{kind}\x1f{chat_id}\x1f{target}",),
+                )
             row = db.execute(
                 "SELECT id FROM jobs WHERE kind = ? AND chat_id = ? "
                 "AND target IS NOT DISTINCT FROM ? AND state IN ('queued', 'running')",
@@ -329,6 +336,8 @@ class JobQueue:
         """Jobs in these states, oldest first (or newest first), of one chat or of the chats
         whose id starts with `chat_prefix` (one API key's chats: `alice/`)."""
         wanted = tuple(states)
+        if not wanted:
+            return []
         marks = ",".join("?" * len(wanted))
         sql = f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks})"
         params: list[Any] = list(wanted)

@@ -26,7 +26,7 @@ from typing import Any
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import character_key_of
 from autorecap.errors import AutorecapError
-from autorecap.jobs.context import WorkerStats
+from autorecap.jobs.context import ChatMovedError, WorkerStats
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.pacing import pausing
@@ -45,11 +45,6 @@ STALE_TRIES = 4
 
 class JobCancelledError(AutorecapError):
     """A job cancelled while it ran: it stops before changing anything."""
-
-
-class ChatMovedError(AutorecapError):
-    """While a job had let go of its chat (`Worker._pause`), messages were removed or moved, or
-    the chat was replaced: the positions it worked with are wrong now. It runs again at once."""
 
 
 class Worker:

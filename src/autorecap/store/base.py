@@ -93,6 +93,10 @@ class ChatStore(ABC):
         """The stored chat, its messages carrying their ids."""
 
     @abstractmethod
+    def has_message(self, chat_id: str, message_id: int) -> bool:
+        """True when the chat holds the message with this store id."""
+
+    @abstractmethod
     def export_chat(self, chat_id: str) -> bytes:
         """The chat as a SillyTavern file: byte for byte the imported file while unchanged."""
 

@@ -238,6 +238,13 @@ class SqlStore(ChatStore):
         ]
         return chat
 
+    def has_message(self, chat_id: str, message_id: int) -> bool:
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT 1 FROM messages WHERE id = ? AND chat_id = ?", (message_id, chat_id)
+            ).fetchone()
+        return row is not None
+
     def export_chat(self, chat_id: str) -> bytes:
         return serialize_chat(self.load_chat(chat_id))
 

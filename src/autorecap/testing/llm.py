@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -37,8 +38,10 @@ class PlausibleLLM:
     """The server: `url` is the base URL to give a backend; `calls`, `prompt_tokens` and
     `completion_tokens` count what it answered, `kinds` which prompt each call was."""
 
-    def __init__(self, *, tokenizer: str = "cl100k") -> None:
+    def __init__(self, *, tokenizer: str = "cl100k", delay_s: float = 0.0) -> None:
         self.counter = get_counter(tokenizer)
+        self.delay_s = delay_s
+        """How long each answer takes (a test that needs a worker caught mid-call)."""
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -156,6 +159,8 @@ def _handler(llm: PlausibleLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self.send_error(400, "not JSON")
                 return
+            if llm.delay_s:
+                time.sleep(llm.delay_s)
             data = json.dumps(llm.answer(body)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -50,6 +50,8 @@ class OpenChats(Protocol):
 
     def drop(self, chat_id: str) -> None: ...
 
+    def read_again(self, chat_id: str) -> None: ...
+
 
 class Outside:
     """One registry's view of the other processes' saves (see the module docstring)."""
@@ -80,9 +82,13 @@ class Outside:
                 chat, pending=waiting.values(), header_pending=header_waiting
             )
             self.pulls += 1
-            if pulled.gone or pulled.reshaped:
-                log.info("chat %r was changed by another process: it is read again", chat_id)
+            if pulled.gone:
+                log.info("chat %r was deleted by another process", chat_id)
                 registry.drop(chat_id)
+                return False
+            if pulled.reshaped:
+                log.info("chat %r was changed by another process: it is read again", chat_id)
+                registry.read_again(chat_id)
                 return False
             for message in pulled.messages:
                 chat.notify_change(message)  # the memory's caches, the echo's watch

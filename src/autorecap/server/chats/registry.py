@@ -36,7 +36,7 @@ from autorecap.server.chats.refresh import Freshness
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store.base import ChatStore
-from autorecap.store.migrations import StaleChatError
+from autorecap.store.migrations import StaleChatError, StoreError
 from autorecap.store.sql import unknown_chat
 
 INJECTED_KEYS = (SCENE_KEY, SHORT_KEY, LONG_KEY, COMBINED_KEY, RECALL_KEY)
@@ -77,6 +77,9 @@ class ChatRegistry:
         """Each chat's lock, while its chat is open (`_open_locks`) or someone holds it."""
         self._open_locks: dict[str, Any] = {}
         self._sessions: dict[str, Session] = {}
+        self._reshaped: weakref.WeakValueDictionary[str, Chat] = weakref.WeakValueDictionary()
+        """Copies dropped because another process reshaped their chat, while a turn holds
+        them (`reshaped_elsewhere`)."""
         self._used: dict[str, float] = {}
         """When each open chat was last asked for (the least recently used is let go)."""
         self._unsaved: dict[str, Unsaved] = {}
@@ -155,22 +158,40 @@ class ChatRegistry:
             if not self.store.has_chat(chat_id):
                 if not create:
                     raise unknown_chat(chat_id)
-                self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
-            chat = self.store.load_chat(chat_id)
-            unsaved = Unsaved()
-            chat.listeners.append(unsaved.remember)
-            owner = owner_of(chat_id, self.keys_on)
-            session = Session(chat, profiles=self.profiles_for(owner), indexed_in=self.store)
-            session.recall_on_refresh = False  # searched where a prompt is built, not per job
-            with self._guard:
-                self._unsaved[chat_id] = unsaved
-                self._sessions[chat_id] = session
-                self._used[chat_id] = time.monotonic()
-                self._open_locks[chat_id] = self._lock_of(chat_id)
-            self._save(chat_id)
+                try:
+                    self.store.import_chat(Chat(chat_id=chat_id), chat_id=chat_id)
+                except StoreError:
+                    if not self.store.has_chat(chat_id):
+                        raise  # else another server made it at the same moment: that one
+            for attempt in range(SAVE_TRIES):
+                session = self._load(chat_id)
+                try:
+                    self._save(chat_id)  # what opening it changed (its memory's data)
+                    break
+                except StaleChatError:
+                    # Another server added or removed messages since it was read (it was
+                    # dropped): read it again.
+                    if attempt == SAVE_TRIES - 1 or self._sessions.get(chat_id) is session:
+                        raise
             if self.collector is not None:
                 self.collector.loaded(chat_id)
         self._let_go_of_unused(keep=chat_id)
+        assert session is not None
+        return session
+
+    def _load(self, chat_id: str) -> Session:
+        """Read a stored chat into memory (its lock held)."""
+        chat = self.store.load_chat(chat_id)
+        unsaved = Unsaved()
+        chat.listeners.append(unsaved.remember)
+        owner = owner_of(chat_id, self.keys_on)
+        session = Session(chat, profiles=self.profiles_for(owner), indexed_in=self.store)
+        session.recall_on_refresh = False  # searched where a prompt is built, not per job
+        with self._guard:
+            self._unsaved[chat_id] = unsaved
+            self._sessions[chat_id] = session
+            self._used[chat_id] = time.monotonic()
+            self._open_locks[chat_id] = self._lock_of(chat_id)
         return session
 
     def in_use(self, chat_id: str) -> bool:
@@ -326,6 +347,19 @@ class ChatRegistry:
                 yield session
             finally:
                 self._save(chat_id)
+
+    def read_again(self, chat_id: str) -> None:
+        """Drop the in-memory copy of a chat that another process reshaped (added or removed
+        messages): its next use reads it again, and a turn begun on the old copy is done
+        again on the new one (`reshaped_elsewhere`)."""
+        session = self._sessions.get(chat_id)
+        if session is not None:
+            self._reshaped[chat_id] = session.chat
+        self.drop(chat_id)
+
+    def reshaped_elsewhere(self, chat_id: str, chat: Chat) -> bool:
+        """Whether `chat` is a copy that was dropped because another process reshaped it."""
+        return self._reshaped.get(chat_id) is chat
 
     def drop(self, chat_id: str) -> None:
         """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""

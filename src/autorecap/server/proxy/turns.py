@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from autorecap.core.data import get_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import learn_names, names_from_request, names_known
 from autorecap.core.reconcile import Plan, plan
@@ -25,7 +26,9 @@ from autorecap.server.proxy.outgoing import outgoing_messages
 from autorecap.server.proxy.repeats import Echo, remember, repeat_of
 from autorecap.server.proxy.replies import place_reply
 from autorecap.server.proxy.request_json import dumps, loads, parse_body
+from autorecap.session import Session
 from autorecap.store.base import ChatStore
+from autorecap.store.migrations import StaleChatError
 
 log = logging.getLogger("autorecap.server")
 ECHOES = 512
@@ -49,6 +52,12 @@ class Turn:
     """The chat object the turn began on (a chat replaced meanwhile is another object)."""
     recorded: Message | None = None
     """The reply, once recorded."""
+    raw: bytes = b""
+    """The client's request as it came (read again to replay the turn: `_replay`)."""
+    reply: str = ""
+    """The answer, once whole."""
+    replayed: bool = False
+    """Done again on the chat as another server saved it (`ProxyChats._replay`)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -110,7 +119,7 @@ class ProxyChats(ChatRegistry):
         if body is not None:
             request_messages(body)
         with self.hold(chat_id):
-            session = self.session(chat_id)
+            session = self._in_step(chat_id)
             chat = session.chat
             unsaved = self._unsaved[chat_id]
             injected = [session.slots.value(key) for key in INJECTED_KEYS]
@@ -166,6 +175,7 @@ class ProxyChats(ChatRegistry):
             turn = Turn(
                 chat_id, content, stream, result.regenerate, result, injected, touched, chat
             )
+            turn.raw = raw
             turn.refresh_due = later
             if result.regenerate is not None:
                 turn.after = chat.messages[result.regenerate]
@@ -175,6 +185,54 @@ class ProxyChats(ChatRegistry):
                 self._open_turns += 1
                 self._turning[chat_id] = self._turning.get(chat_id, 0) + 1
             return turn
+
+    def _in_step(self, chat_id: str) -> Session:
+        """The chat's session, with what other servers saved read in first where several
+        share the store (PostgreSQL): a client whose requests are spread over servers comes
+        back to this one with a history that another one recorded. On SQLite other processes'
+        saves are read in by `Outside.watch`."""
+        if self.store.dialect != "sqlite" and chat_id in self._sessions:
+            self.outside.pull(chat_id)  # a reshaped chat is dropped: read again below
+        return self.session(chat_id)
+
+    def _replay(self, turn: Turn) -> Session | None:
+        """Do a turn again on the chat as stored (read again): its request reconciled, its
+        reply recorded. Its save was refused because another server added or removed
+        messages first (the same client's request answered there too, or the one before it
+        saved late); the client's list is the truth, as in `begin`. None when the stored chat
+        when the chat was not read again for that (deleted, or replaced through the API: the
+        turn's conversation is not this one)."""
+        chat_id = turn.chat_id
+        if turn.chat is None or not self.reshaped_elsewhere(chat_id, turn.chat):
+            return None
+        self._echoes.pop(chat_id, None)
+        session = self.session(chat_id)
+        chat = session.chat
+        turn.replayed = True
+        result = plan(
+            stored_pairs(chat.messages),
+            client_messages(parse_body(turn.raw)),
+            injected=turn.injected,
+        )
+        later = result.ops and all(op.kind == "delete" for op in result.ops)
+        same = result.regenerate is not None and chat.messages[result.regenerate].text == turn.reply
+        if later or same:
+            # The request is a beginning of the stored chat: another server saved a later
+            # request of the same client first (its list holds this turn and its reply), or
+            # answered this very request with the same reply. Nothing of it is missing.
+            turn.touched, turn.chat, turn.recorded = [], chat, None
+            return session
+        turn.touched = carry_out(session, result)
+        turn.chat, turn.regenerate, turn.recorded = chat, result.regenerate, None
+        if turn.reply:
+            after = chat.messages[result.regenerate] if result.regenerate is not None else None
+            if after is None and chat.messages:
+                after = chat.messages[-1]
+            turn.recorded = place_reply(
+                session, turn.reply, after=after, regenerate=result.regenerate
+            )
+        log.info("chat %r was changed by another server during a turn: the turn is redone", chat_id)
+        return session
 
     def _keep_echo(self, chat_id: str, echo: Echo | None) -> None:
         self._unsaved[chat_id].watch(echo is not None)
@@ -192,13 +250,11 @@ class ProxyChats(ChatRegistry):
         regenerated one (nothing when the reply did not arrive whole)."""
         if not reply:
             return
+        turn.reply = reply
         with self.hold(turn.chat_id):
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
-                log.info(
-                    "chat %r was deleted or replaced during a request: reply not kept", turn.chat_id
-                )
-                return
+                return  # read again (or deleted) meanwhile: `settle` does the turn again
             turn.recorded = place_reply(
                 session, reply, after=turn.after, regenerate=turn.regenerate
             )
@@ -221,13 +277,38 @@ class ProxyChats(ChatRegistry):
         with self.hold(turn.chat_id):
             session = self._sessions.get(turn.chat_id)
             if session is None or session.chat is not turn.chat:
-                return  # deleted or replaced meanwhile: its successor is saved on its own
+                # Read again meanwhile: another server changed its messages (the turn is done
+                # again on it), or it was deleted or replaced (the reply is not kept).
+                replayed = self._replay(turn)
+                if replayed is None:
+                    log.info(
+                        "chat %r was deleted or replaced during a request: reply not kept",
+                        turn.chat_id,
+                    )
+                    return
+                session = replayed
             if turn.refresh_due:  # no reply came to refresh the memory
                 session.refresh_if_stale()
-            self._save(turn.chat_id)
+            try:
+                self._save(turn.chat_id)
+            except StaleChatError:
+                if self._sessions.get(turn.chat_id) is session:
+                    raise  # still refused after reading the changes in
+                # Another server added or removed messages first (the chat was dropped to be
+                # read again): the turn is done again on the stored chat, and saved.
+                replayed = self._replay(turn)
+                if replayed is None:
+                    return
+                session = replayed
+                self._save(turn.chat_id)
             touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
-            if not self.queue_recaps or not touched:
+            if not self.queue_recaps or not (touched or turn.replayed):
                 return
+            # A turn done again after another server's save may find its messages saved by
+            # a save that queued nothing for them: then every message never recapped (a job
+            # already waiting for one is not queued twice).
+            if turn.replayed:
+                touched = [m for m in session.chat.messages if get_data(m, "memory") is None]
             enqueue_pipeline(self.queue, session.chat, session.settings, touched)
 
     def settle_later(self, turn: Turn) -> None:
