@@ -1,4 +1,4 @@
-"""`import`, `export`, `chats` and `delete`: chats in the store."""
+"""`import`, `export`, `chats` and `delete`: chats in the store; `store copy`: all of it."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from autorecap.errors import AutorecapError
 from autorecap.stfiles.atomic import atomic_write
 from autorecap.stfiles.jsonl import chat_id_for, read_chat
 from autorecap.store import open_store
-
-_DB_HELP = "Store database file (default: autorecap.db in AUTORECAP_HOME)."
+from autorecap.store.copy import copy_store
 
 
 @app.command("import")
@@ -117,3 +116,42 @@ def delete(
     finally:
         store.close()
     out.print(f"deleted {escape(chat)}")
+
+
+store_app = typer.Typer(help="The store as a whole: move an installation to another store.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("copy")
+def store_copy(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from", help="The store to copy: a SQLite file, sqlite:///FILE or postgresql://..."
+        ),
+    ],
+    target: Annotated[
+        str, typer.Option("--to", help="An empty store to copy into (made when missing).")
+    ],
+) -> None:
+    """Copy every chat, with its message ids and revisions, and the job queue from one store
+    into another (SQLite to PostgreSQL and back); each chat's export is then compared byte for
+    byte. Stop the servers and workers on the source first. Settings stay in AUTORECAP_HOME."""
+    origin = open_store(source)
+    try:
+        destination = open_store(target)
+        try:
+            report = copy_store(origin, destination)
+        finally:
+            destination.close()
+    finally:
+        origin.close()
+    out.print(
+        f"copied {report.chats} chat(s), {report.messages:,} message(s) and "
+        f"{report.jobs} job(s); each chat exports byte for byte the same from both stores"
+        if not report.mismatched
+        else f"copied {report.chats} chat(s), but these export differently: "
+        + ", ".join(escape(c) for c in report.mismatched)
+    )
+    if report.mismatched:
+        raise typer.Exit(1)

@@ -146,6 +146,14 @@ class ChatStore(ABC):
         """Run `work(db)` in one write transaction."""
 
     @abstractmethod
+    def read(self, work: Callable[[Db], Any]) -> Any:
+        """Run `work(db)` on one consistent view of the store (no writes)."""
+
+    @abstractmethod
+    def after_copy(self) -> None:
+        """Move the store's counters (revisions, ids) past rows copied in with theirs."""
+
+    @abstractmethod
     def forget(self, chat_id: str) -> None:
         """Let go of what the store remembers of a chat whose copy in memory is gone."""
 

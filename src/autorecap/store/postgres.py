@@ -32,7 +32,7 @@ from autorecap.store.base import Db, Rows
 from autorecap.store.migrations import StoreError
 from autorecap.store.postgres_migrations import apply_migrations
 from autorecap.store.search import rarest
-from autorecap.store.sql import SqlStore
+from autorecap.store.sql import HIGHEST_REV, SqlStore
 
 log = logging.getLogger("autorecap.store")
 CHANNEL = "autorecap_changes"
@@ -158,6 +158,15 @@ class PostgresStore(SqlStore):
                 yield PgDb(conn)
         except (PoolTimeout, psycopg.Error) as error:
             raise self._failed("save to", error) from None
+
+    def after_copy(self) -> None:
+        with self._writing() as db:
+            db.execute(f"SELECT setval('store_rev', greatest(coalesce(({HIGHEST_REV}), 0), 1))")
+            for table in ("messages", "jobs"):
+                db.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)"
+                )
 
     def _next_rev(self, db: Db) -> int:
         return int(db.execute("SELECT nextval('store_rev')").fetchone()[0])

@@ -408,6 +408,11 @@ class SqlStore(ChatStore):
         with self._writing() as db:
             return work(db)
 
+    def read(self, work: Callable[[Db], Any]) -> Any:
+        """Run `work(db)` on one consistent view of the store (no writes)."""
+        with self._reading() as db:
+            return work(db)
+
     def forget(self, chat_id: str) -> None:
         """Let go of what this store remembers of a chat (its copy in memory is gone: the
         order it remembers would keep its messages alive)."""
@@ -530,6 +535,14 @@ def _exists(db: Db, chat_id: str, lock: str = "") -> bool:
 def _bytes(value: Any) -> Any:
     """A binary column as `bytes` (a driver may hand back a `memoryview`)."""
     return bytes(value) if isinstance(value, memoryview) else value
+
+
+HIGHEST_REV = (
+    "SELECT max(r) FROM (SELECT max(rev) AS r FROM chats UNION ALL "
+    "SELECT max(header_rev) FROM chats UNION ALL SELECT max(order_rev) FROM chats UNION ALL "
+    "SELECT max(rev) FROM messages) AS revs"
+)
+"""The highest revision a store holds (`after_copy`)."""
 
 
 def unknown_chat(chat_id: str) -> StoreError:

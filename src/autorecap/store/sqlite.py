@@ -19,7 +19,7 @@ from autorecap.paths import autorecap_home
 from autorecap.store.base import Db
 from autorecap.store.migrations import StoreError, apply_migrations
 from autorecap.store.search import search
-from autorecap.store.sql import SqlStore
+from autorecap.store.sql import HIGHEST_REV, SqlStore
 
 DB_FILE = "autorecap.db"
 
@@ -96,6 +96,11 @@ class SQLiteStore(SqlStore):
     def _writing(self) -> Iterator[Db]:
         with self._lock, Transaction(self._db):
             yield self._db
+
+    def after_copy(self) -> None:
+        # AUTOINCREMENT ids move past the highest one inserted by themselves.
+        with self._writing() as db:
+            db.execute(f"UPDATE store_rev SET value = max(value, coalesce(({HIGHEST_REV}), 0))")
 
     def _next_rev(self, db: Db) -> int:
         value: int = db.execute(
