@@ -258,3 +258,21 @@ def test_db_names_a_sqlite_file_or_a_postgresql_database(
         assert opened.path == tmp_path / "env.db"
     finally:
         opened.close()
+
+
+def test_the_queue_finds_a_waiting_job_through_its_index(store: PostgresStore) -> None:
+    """Queuing a job first looks for the same job waiting: on a queue of many jobs that must
+    be an index lookup, not a read of the whole table (each turn queues a few)."""
+    from autorecap.jobs.queue import JobQueue
+
+    queue = JobQueue(store)
+    for target in range(50):
+        queue.enqueue("message_recap", "c", target)
+    with psycopg.connect(store.url) as conn:
+        conn.execute("SET enable_seqscan = off")  # only a query no index can answer scans now
+        for condition in ("target IN (7, 8)", "target IS NULL"):
+            plan = conn.execute(
+                "EXPLAIN SELECT id FROM jobs WHERE kind = 'message_recap' AND chat_id = 'c' "
+                f"AND {condition} AND state IN ('queued', 'running')"
+            ).fetchall()
+            assert "jobs_by_chat" in " ".join(row[0] for row in plan), plan

@@ -62,23 +62,22 @@ def enqueue_pipeline(
         if only is None or targets  # `IN ()` is no SQL to PostgreSQL
         else {}
     )
-    ids = []
+    wanted: list[int | None] = []
     for message in chat.messages if only is None else only:
         if message.id is None:
             continue
-        wanted = needs_recap(message, settings, counter)
-        if not wanted and message.id in done:  # recapped here before: was the text edited?
-            wanted = done[message.id] != _input_hash(message, settings.recap_backend, settings)
-        if wanted:
-            ids.append(
-                queue.enqueue(
-                    "message_recap",
-                    chat.id,
-                    message.id,
-                    priority=MESSAGE_PRIORITY,
-                    max_retries=settings.max_retries,
-                )
-            )
+        needed = needs_recap(message, settings, counter)
+        if not needed and message.id in done:  # recapped here before: was the text edited?
+            needed = done[message.id] != _input_hash(message, settings.recap_backend, settings)
+        if needed:
+            wanted.append(message.id)
+    ids = queue.enqueue_many(
+        "message_recap",
+        chat.id,
+        wanted,
+        priority=MESSAGE_PRIORITY,
+        max_retries=settings.max_retries,
+    )
     ids.append(
         queue.enqueue(
             "detect_scenes",

@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from autorecap.errors import AutorecapError
 from autorecap.store.base import ChatStore, Db
+from autorecap.store.sql import IDS_PER_QUERY
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 LEASE_S = 60.0
@@ -97,37 +98,58 @@ class JobQueue:
         depends_on: Iterable[int] = (),
     ) -> int:
         """Add a job (or return the id of the same job already waiting)."""
+        return self.enqueue_many(
+            kind,
+            chat_id,
+            [target],
+            priority=priority,
+            max_retries=max_retries,
+            depends_on=depends_on,
+        )[0]
+
+    def enqueue_many(
+        self,
+        kind: str,
+        chat_id: str,
+        targets: Sequence[int | None],
+        *,
+        priority: int = 0,
+        max_retries: int = 5,
+        depends_on: Iterable[int] = (),
+    ) -> list[int]:
+        """Add a job of this kind for each target (or take the same job already waiting), in
+        one transaction: a turn's or a whole chat's at once. Returns their ids, in order."""
+        if not targets:
+            return []
         now = self.clock()
         deps = sorted(set(depends_on))
 
-        def work(db: Db) -> int:
+        def work(db: Db) -> list[int]:
             if self.store.dialect == "postgresql":
-                # Servers queue the same job at once: one at a time per job, so the second
-                # finds the first's.
+                # Servers queue a chat's jobs at once: one at a time per chat and kind, so
+                # that the second finds the first's.
                 db.execute(
                     "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
-                    (f"{kind}\x1f{chat_id}\x1f{target}",),
+                    (f"{kind}\x1f{chat_id}",),
                 )
-            row = db.execute(
-                "SELECT id FROM jobs WHERE kind = ? AND chat_id = ? "
-                "AND target IS NOT DISTINCT FROM ? AND state IN ('queued', 'running')",
-                (kind, chat_id, target),
-            ).fetchone()
-            if row is not None:
-                job_id: int = row[0]
-            else:
-                job_id = db.execute(
-                    "INSERT INTO jobs (kind, chat_id, target, priority, max_retries, "
-                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                    (kind, chat_id, target, priority, max_retries, now, now),
-                ).fetchone()[0]
+            waiting = _waiting(db, kind, chat_id, targets)
+            ids: list[int] = []
+            for target in targets:
+                job_id = waiting.get(target)
+                if job_id is None:
+                    job_id = waiting[target] = db.execute(
+                        "INSERT INTO jobs (kind, chat_id, target, priority, max_retries, "
+                        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                        (kind, chat_id, target, priority, max_retries, now, now),
+                    ).fetchone()[0]
+                ids.append(job_id)
             db.executemany(
                 "INSERT INTO job_deps (job_id, depends_on) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                [(job_id, dep) for dep in deps if dep != job_id],
+                [(job_id, dep) for job_id in ids for dep in deps if dep != job_id],
             )
-            return job_id
+            return ids
 
-        result: int = self.store.run(work)
+        result: list[int] = self.store.run(work)
         return result
 
     # --- working -------------------------------------------------------------------------------
@@ -428,6 +450,34 @@ class JobQueue:
     def paused(self) -> bool:
         result: bool = self.store.run(_paused)
         return result
+
+
+def _waiting(
+    db: Db, kind: str, chat_id: str, targets: Sequence[int | None]
+) -> dict[int | None, int]:
+    """The jobs of this kind and chat waiting (queued or running) for any of `targets`, by
+    target: `target IN (...)` or `IS NULL`, which both stores answer from the jobs_by_chat
+    index (PostgreSQL reads the whole table for `IS NOT DISTINCT FROM`)."""
+    found: dict[int | None, int] = {}
+    waiting = "AND state IN ('queued', 'running')"
+    if None in targets:
+        row = db.execute(
+            f"SELECT id FROM jobs WHERE kind = ? AND chat_id = ? AND target IS NULL {waiting}",
+            (kind, chat_id),
+        ).fetchone()
+        if row is not None:
+            found[None] = row[0]
+    numbers = sorted({t for t in targets if t is not None})
+    for start in range(0, len(numbers), IDS_PER_QUERY):
+        part = numbers[start : start + IDS_PER_QUERY]
+        marks = ",".join("?" * len(part))
+        rows = db.execute(
+            f"SELECT target, id FROM jobs WHERE kind = ? AND chat_id = ? "
+            f"AND target IN ({marks}) {waiting}",
+            (kind, chat_id, *part),
+        ).fetchall()
+        found.update(dict(rows))
+    return found
 
 
 def _paused(db: Db) -> bool:

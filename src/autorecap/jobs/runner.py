@@ -378,7 +378,10 @@ class Worker:
             if version != self._data_version:
                 if self._data_version is None or version[1] != self._data_version[1]:
                     self._chats.clear()  # this connection reshaped a chat: read them again
+                changed = self.store.changed_chats()  # PostgreSQL names them; else: all
                 for known, copy in list(self._chats.items()):
+                    if changed is not None and known not in changed:
+                        continue
                     pulled = self.store.pull(copy)
                     if pulled.reshaped or pulled.gone:
                         del self._chats[known]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
@@ -34,6 +35,8 @@ from autorecap.store.base import ChatStore
 log = logging.getLogger("autorecap.server")
 POLL_S = 0.05
 """How often the server looks for saves of other processes (one cheap query when none)."""
+CATCH_UP_S = 1.0
+"""The longest a refresh of a chat read in waits for a moment with no request answered."""
 
 
 class OpenChats(Protocol):
@@ -52,6 +55,8 @@ class OpenChats(Protocol):
 
     def read_again(self, chat_id: str) -> None: ...
 
+    def idle(self) -> bool: ...
+
 
 class Outside:
     """One registry's view of the other processes' saves (see the module docstring)."""
@@ -63,12 +68,17 @@ class Outside:
         """Chats read in so far (for tests and benchmarks)."""
 
     def pull(
-        self, chat_id: str, pending: Iterable[Message] = (), header_pending: bool = False
+        self,
+        chat_id: str,
+        pending: Iterable[Message] = (),
+        header_pending: bool = False,
+        *,
+        refresh: bool = True,
     ) -> bool:
         """Read into the in-memory chat what other processes saved since, keeping its changes
         not saved yet (`pending`: more of them than the chat's own unsaved list), and refresh
-        its memory on the worker's terms. A chat deleted or reshaped elsewhere is dropped from
-        memory: False."""
+        its memory on the worker's terms (`refresh=False`: later, off the reply path). A chat
+        deleted or reshaped elsewhere is dropped from memory: False."""
         registry = self._registry
         with registry.hold(chat_id):
             found = registry.open_copy(chat_id)
@@ -98,7 +108,10 @@ class Outside:
                 header_was = unsaved.header
                 chat.notify_change(None)
                 unsaved.header = header_was
-            registry.freshness.after_job(chat_id)
+            if refresh:
+                registry.freshness.after_job(chat_id)
+            else:
+                registry.freshness.later(chat_id)
             return True
 
     def pull_changed(self) -> int:
@@ -122,15 +135,22 @@ class Outside:
         count = 0
         for chat_id, synced in known.items():
             if synced is not None and stored.get(chat_id) != synced:
-                self.pull(chat_id)
+                # Refreshing the memory (and saving what it changed) waits for a moment with
+                # no request being answered, as the in-process worker's jobs do.
+                self.pull(chat_id, refresh=registry.idle())
                 count += 1
         return count
 
     def watch(self, stop: threading.Event) -> None:
-        """Poll until `stop` is set (the server runs this on a thread of its own)."""
+        """Poll until `stop` is set (the server runs this on a thread of its own). The
+        refreshes put off are made when no request is being answered, or at the latest after
+        `CATCH_UP_S` of constant traffic."""
+        caught_up = time.monotonic()
         while not stop.wait(POLL_S):
             try:
                 self.pull_changed()
-                self._registry.freshness.catch_up()
+                if self._registry.idle() or time.monotonic() - caught_up > CATCH_UP_S:
+                    self._registry.freshness.catch_up()
+                    caught_up = time.monotonic()
             except AutorecapError as error:  # the store busy or gone: try again next time
                 log.warning("reading other processes' changes failed: %s", error)

@@ -64,6 +64,14 @@ class Freshness:
         # stale again and put it behind: that is why it was taken off first.
         self._save_now(chat_id)
 
+    def later(self, chat_id: str) -> None:
+        """A chat read in on the reply path (another server's save): its refresh is made by
+        `catch_up`, off that path, as a job's is."""
+        session = self._sessions.get(chat_id)
+        if session is not None and session.stale:
+            with self._guard:
+                self._behind[chat_id] = None
+
     def catch_up(self) -> None:
         """Between two jobs (no chat's lock held): refresh the chats whose refresh was put off,
         once their interval is over."""

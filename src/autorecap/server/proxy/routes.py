@@ -64,11 +64,12 @@ def add_proxy_routes(
             headers["Authorization"] = request.headers["authorization"]
         return headers
 
-    async def in_chat(chat_id: str, work: Callable[[], T]) -> T:
+    async def in_chat(chat_id: str, work: Callable[[], T], *, reads: bool = False) -> T:
         """Run `work` with the chat's lock: at once when it is free (no thread hop), else on a
-        worker thread, so that the event loop never waits for a recap job's save."""
+        worker thread, so that the event loop never waits for a recap job's save. `reads`:
+        `work` asks the database (it always runs on a worker thread then)."""
         lock = registry.chat_lock(chat_id)
-        if lock.acquire(blocking=False):
+        if not reads and lock.acquire(blocking=False):
             try:
                 return work()
             finally:
@@ -127,7 +128,11 @@ def add_proxy_routes(
                     opening = request_messages(body)
                 chosen = fingerprint(as_client_messages(opening, opening=True))
             internal = scope.internal(chosen)
-            turn = await in_chat(internal, lambda: registry.begin(internal, raw, body))
+            turn = await in_chat(
+                internal,
+                lambda: registry.begin(internal, raw, body),
+                reads=registry.begin_reads_store,
+            )
         except AutorecapError as error:
             return error_response(error.http_status, str(error))
         return turn, turn.body, chosen, turn.stream

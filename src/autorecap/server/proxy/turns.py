@@ -186,13 +186,21 @@ class ProxyChats(ChatRegistry):
                 self._turning[chat_id] = self._turning.get(chat_id, 0) + 1
             return turn
 
+    @property
+    def begin_reads_store(self) -> bool:
+        """Whether `begin` asks the database for other servers' saves (`_in_step`): then it
+        runs off the event loop."""
+        return self.store.dialect != "sqlite"
+
     def _in_step(self, chat_id: str) -> Session:
         """The chat's session, with what other servers saved read in first where several
         share the store (PostgreSQL): a client whose requests are spread over servers comes
         back to this one with a history that another one recorded. On SQLite other processes'
         saves are read in by `Outside.watch`."""
-        if self.store.dialect != "sqlite" and chat_id in self._sessions:
-            self.outside.pull(chat_id)  # a reshaped chat is dropped: read again below
+        if self.begin_reads_store and chat_id in self._sessions:
+            # A reshaped chat is dropped (read again below); recaps read in are refreshed
+            # into the memory off the reply path, as the worker's are.
+            self.outside.pull(chat_id, refresh=False)
         return self.session(chat_id)
 
     def _replay(self, turn: Turn) -> Session | None:

@@ -1,0 +1,84 @@
+"""The recall tier on PostgreSQL's full-text search (`tsvector`, `ts_rank`) against SQLite's
+(FTS5, BM25), on the same questions: `autorecap eval`'s shipped chats (dev and held-out), each
+recapped offline, its covered messages hidden as auto-hide would, and every question asked as
+the newest message. Printed: the share of the answer words and the planted facts the recalled
+pieces hold (recall alone, at `recall_max_tokens` 400), and the search time per question.
+
+The PostgreSQL server is started for the run in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import time
+
+from _common import percentile, report
+from autorecap.chat_search import ChatSearch
+from autorecap.core import running
+from autorecap.core.tokens import get_counter
+from autorecap.evaluation.corpus import CORPORA, read_script
+from autorecap.evaluation.measures import answer_recall, answer_words, planted_found
+from autorecap.evaluation.run import fresh_copy
+from autorecap.recap.detection import detect_scene_breaks
+from autorecap.recap.messages import recap_all
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.running_recap import update_running_recap
+from autorecap.recap.scenes import recap_scenes
+from autorecap.settings import Settings
+from autorecap.store import ChatStore, open_store
+from autorecap.testing.postgres import PostgresServer
+
+SHARE = 400
+
+
+def main() -> None:
+    settings = Settings().model_copy(update={"recall_max_tokens": SHARE})
+    counter = get_counter(settings.tokenizer)
+    backend = OfflineBackend(counter)
+    paths = sorted((CORPORA / "dev").glob("*.chat.txt")) + sorted(
+        (CORPORA / "heldout").glob("*.chat.txt")
+    )
+    totals: dict[str, list[float]] = {"SQLite FTS5": [], "PostgreSQL tsvector": []}
+    planted: dict[str, list[int]] = {name: [0, 0] for name in totals}
+    times: dict[str, list[float]] = {name: [] for name in totals}
+    with PostgresServer() as server:
+        stores: dict[str, ChatStore] = {
+            "SQLite FTS5": open_store(":memory:"),
+            "PostgreSQL tsvector": open_store(server.url),
+        }
+        try:
+            for path in paths:
+                corpus = read_script(path, source=path.parent.name)
+                chat = fresh_copy(corpus.chat)
+                recap_all(chat, backend, settings, counter)
+                detect_scene_breaks(chat, backend, settings)
+                recap_scenes(chat, backend, settings, counter)
+                update_running_recap(chat, backend, settings, counter, now_ms=0)
+                for message in chat.messages[: running.covered_upto(chat) + 1]:
+                    message["is_system"] = True
+                scored = [q for q in corpus.questions if answer_words(q.answer)]
+                for name, store in stores.items():
+                    chat_id = f"{path.parent.name}-{path.stem}"
+                    store.import_chat(chat, chat_id=chat_id)
+                    stored = store.load_chat(chat_id)
+                    search = ChatSearch(stored, store)
+                    for question in scored:
+                        start = time.perf_counter()
+                        text, _ = search.recall(settings, counter, question.question)
+                        times[name].append(time.perf_counter() - start)
+                        totals[name].append(answer_recall([question], text))
+                        if question.planted:
+                            planted[name][0] += planted_found([question], text)[0]
+                            planted[name][1] += 1
+        finally:
+            for store in stores.values():
+                store.close()
+    figures: dict[str, object] = {"questions": len(totals["SQLite FTS5"])}
+    for name in totals:
+        figures[f"answer words held, {name}"] = f"{sum(totals[name]) / len(totals[name]):.0%}"
+        figures[f"planted facts held, {name}"] = f"{planted[name][0]}/{planted[name][1]}"
+        figures[f"recall p50 ms, {name}"] = round(percentile(times[name], 50) * 1e3, 2)
+    report("recall: PostgreSQL full-text search against SQLite FTS5, same questions", figures)
+
+
+if __name__ == "__main__":
+    main()
