@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chromium postgresql small-llm
+.PHONY: run test lint bench clean chromium postgresql nginx small-llm
 
 # The browser tests (tests/web) drive Debian's chromium through Playwright; never
 # `playwright install` (it downloads a browser of its own). See DEVELOPERS.md.
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/autorecap demo
 
-test: $(STAMP) lint chromium postgresql
+test: $(STAMP) lint chromium postgresql nginx
 	AUTORECAP_SCREENSHOTS=$(SCREENSHOTS) $(BIN)/pytest -q
 
 chromium:
@@ -42,6 +42,17 @@ postgresql:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql && \
 		{ $(SUDO) pg_lsclusters -h 2>/dev/null | while read version cluster rest; do \
 			$(SUDO) pg_ctlcluster "$$version" "$$cluster" stop 2>/dev/null || true; done; }; \
+	fi
+
+# tests/server/test_nginx.py runs docs/nginx.conf in a real nginx on 127.0.0.1; the nginx the
+# package may have started for itself is stopped.
+nginx:
+	@if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then \
+		echo "installing Debian's nginx for the load balancer test"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		{ $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light || \
+		  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx; } && \
+		{ $(SUDO) service nginx stop 2>/dev/null || $(SUDO) /usr/sbin/nginx -s quit 2>/dev/null || true; }; \
 	fi
 
 lint: $(STAMP)

@@ -34,6 +34,7 @@ from autorecap import set_data
 from autorecap.jobs import JobQueue, enqueue_pipeline
 from autorecap.settings import Settings
 from autorecap.store import ChatStore, open_store
+from autorecap.store.base import Db
 from autorecap.testing import generate_chat
 from autorecap.testing.postgres import PostgresServer
 from bench_proxy import (
@@ -180,6 +181,16 @@ def paced_turns(
                     MODEL_LIKE,
                 )
             )
+        # Measured once the servers have saved what they learnt (100,000 messages, their
+        # recap jobs queued): a turn in a steady state, not behind that import.
+        store = open_store(db)
+        try:
+            expected = sum(len(m) - 1 for m in chats.values())  # the system prompt aside
+            deadline = time.monotonic() + 600
+            while store.read(_message_count) < expected and time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            store.close()
         direct_chats = {i: list(m) for i, m in chats.items()}
         for stream in (False, True):
             kind = "streaming" if stream else "not streaming"
@@ -198,6 +209,10 @@ def paced_turns(
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _message_count(db: Db) -> int:
+    return int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
 
 
 def main() -> None:
