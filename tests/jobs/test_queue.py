@@ -459,3 +459,46 @@ def test_a_cancelled_running_job_whose_worker_died_is_not_run_again(
     clock.advance(LEASE + 1)  # worker-a died without checking
     assert second.claim() is None
     assert second.get(job_id).state == "cancelled"
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+def test_prune_deletes_only_jobs_that_ended_long_enough_ago(
+    queue: JobQueue, clock: FakeClock
+) -> None:
+    old_done = queue.enqueue("message_recap", "c", 1)
+    old_cancelled = queue.enqueue("message_recap", "c", 2)
+    failing = queue.enqueue("message_recap", "c", 3, max_retries=0)
+    waiting = queue.enqueue("detect_scenes", "c", depends_on=[old_done])
+    queue.complete(claim(queue), input_hash="h1")  # old_done
+    queue.cancel(old_cancelled)
+    queue.fail(claim(queue), "broken")  # failing: no retries left
+    clock.advance(8 * 86400)
+    recent = queue.enqueue("message_recap", "c", 4, priority=10)  # claimed before `waiting`
+    queue.complete(claim(queue))
+    assert queue.prune(7 * 86400) == 2
+    left = {job.id: job.state for job in queue.list()}
+    assert left == {failing: "failed", waiting: "queued", recent: "done"}
+    assert queue.last_input(queue.get(recent)) is None
+    # The message's last recap input stays: the recap is not made again for the same text.
+    assert queue.store.read(
+        lambda db: db.execute("SELECT input_hash FROM job_results WHERE target = 1").fetchone()
+    ) == ("h1",)
+    assert claim(queue).id == waiting  # its dependency gone, it runs
+    assert queue.prune(7 * 86400) == 0
+
+
+def test_jobs_prune_from_the_command_line(capsys: pytest.CaptureFixture[str], db_url: str) -> None:
+    from tests.test_cli import run
+
+    store = open_store(db_url)
+    try:
+        queue = JobQueue(store, clock=lambda: 1000.0)
+        queue.enqueue("message_recap", "c", 1)
+        queue.complete(claim(queue))
+    finally:
+        store.close()
+    code, out, _ = run(capsys, "jobs", "prune", "--days", "0", "--db", db_url)
+    assert code == 0
+    assert "deleted 1 job(s) that ended more than 0 day(s) ago" in out

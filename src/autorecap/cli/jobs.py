@@ -108,6 +108,19 @@ def jobs_resume(db: DbOption = None) -> None:
     out.print("queue resumed")
 
 
+@jobs_app.command("prune")
+def jobs_prune(
+    days: Annotated[
+        float, typer.Option(help="Keep the jobs that ended less than this many days ago.", min=0)
+    ] = 7.0,
+    db: DbOption = None,
+) -> None:
+    """Delete the jobs that ended done or cancelled more than --days ago (failed ones stay).
+    A busy store keeps every job it ran otherwise."""
+    count = _queue(db).prune(days * 86400)
+    out.print(f"deleted {count} job(s) that ended more than {days:g} day(s) ago")
+
+
 @app.command()
 def worker(
     once: Annotated[

@@ -433,6 +433,25 @@ class JobQueue:
         )
         return "cancelling"
 
+    def prune(self, older_than_s: float) -> int:
+        """Delete the jobs that ended done or cancelled more than `older_than_s` ago (their
+        dependencies with them); failed jobs stay until retried or cancelled, and a message's
+        last recap input stays (`job_results`), so that nothing is recapped again. Returns how
+        many went."""
+        before = self.clock() - older_than_s
+
+        def work(db: Db) -> int:
+            ended = "state IN ('done', 'cancelled') AND finished_at < ?"
+            db.execute(
+                f"DELETE FROM job_deps WHERE job_id IN (SELECT id FROM jobs WHERE {ended}) "
+                f"OR depends_on IN (SELECT id FROM jobs WHERE {ended})",
+                (before, before),
+            )
+            return int(db.execute(f"DELETE FROM jobs WHERE {ended}", (before,)).rowcount)
+
+        result: int = self.store.run(work)
+        return result
+
     def pause(self) -> None:
         """Stop workers from taking new jobs (running ones finish)."""
         self.store.run(
