@@ -33,20 +33,14 @@ def db_path(postgres_url: str) -> str:
     return postgres_url
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
-def balanced(start_proxy: StartProxy, tmp_path: Path) -> Iterator[tuple[str, list[Proxy], Path]]:
+def balanced(
+    start_proxy: StartProxy, tmp_path: Path, free_tcp_port: int
+) -> Iterator[tuple[str, list[Proxy], Path]]:
     """nginx with docs/nginx.conf (its two servers swapped for two local proxies, its port
     for a free local one); yields nginx's origin, the proxies and nginx's access log."""
     proxies = [start_proxy(worker=True), start_proxy(worker=True)]
-    port = free_port()
+    port = free_tcp_port
     shipped = (REPO / "docs" / "nginx.conf").read_text()
     addresses = re.findall(r"server (10\.0\.0\.\d+:8008)", shipped)
     assert len(addresses) == 2, "docs/nginx.conf should name two servers"

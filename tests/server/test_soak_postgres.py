@@ -128,12 +128,6 @@ class Fleet:
     processes: list[subprocess.Popen[str]]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def launch(home: Path, *args: str) -> subprocess.Popen[str]:
     """`autorecap ARGS` in a process of its own; what it prints goes to a log in `home`."""
     env = dict(
@@ -170,7 +164,9 @@ def wait_for(condition: Callable[[], bool], what: str, limit: float = DEADLINE_S
 
 
 @pytest.fixture
-def fleet(postgres_url: str, home: Path) -> Iterator[tuple[Fleet, ChatUpstream, PlausibleLLM]]:
+def fleet(
+    postgres_url: str, home: Path, free_tcp_port_factory: Callable[[], int]
+) -> Iterator[tuple[Fleet, ChatUpstream, PlausibleLLM]]:
     profiles = Profiles()  # the settings every process reads (one AUTORECAP_HOME here)
     profiles.set_many(
         {
@@ -186,7 +182,7 @@ def fleet(postgres_url: str, home: Path) -> Iterator[tuple[Fleet, ChatUpstream, 
     try:
         servers = []
         for _ in range(2):
-            port = free_port()
+            port = free_tcp_port_factory()
             processes.append(
                 launch(
                     home,

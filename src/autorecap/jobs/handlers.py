@@ -124,11 +124,11 @@ def _recap_messages(
     chat_id = jobs[0].chat_id
     planned: list[tuple[Job, Message, str, int]] = []
     with worker.chat_lock(chat_id):
-        for job in jobs:
-            if _index_of(chat, job.target) is None:
-                _check_gone(worker, job)
-        for job in jobs:
-            index = _index_of(chat, job.target)
+        indexes = [_index_of(chat, job.target) for job in jobs]
+        for job, index in zip(jobs, indexes, strict=True):
+            if index is None:
+                _check_gone(worker, job)  # before any job is completed as gone
+        for job, index in zip(jobs, indexes, strict=True):
             if index is None:  # the message was deleted: nothing to do
                 worker.queue.complete(job)
                 continue

@@ -21,7 +21,7 @@ from typing import Any
 
 from autorecap.errors import AutorecapError
 from autorecap.store.base import ChatStore, Db
-from autorecap.store.sql import IDS_PER_QUERY
+from autorecap.store.sql import in_parts
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 LEASE_S = 60.0
@@ -487,9 +487,7 @@ def _waiting(
         if row is not None:
             found[None] = row[0]
     numbers = sorted({t for t in targets if t is not None})
-    for start in range(0, len(numbers), IDS_PER_QUERY):
-        part = numbers[start : start + IDS_PER_QUERY]
-        marks = ",".join("?" * len(part))
+    for marks, part in in_parts(numbers):
         rows = db.execute(
             f"SELECT target, id FROM jobs WHERE kind = ? AND chat_id = ? "
             f"AND target IN ({marks}) {waiting}",

@@ -47,10 +47,6 @@ def store_location(db: str | Path | None = None) -> str | Path | None:
     return Path(db)
 
 
-def is_postgres(db: str | Path | None = None) -> bool:
-    return isinstance(store_location(db), str)
-
-
 def open_store(db: str | Path | None = None, *, durable: bool = True) -> ChatStore:
     """Open the store `db` names (see the module docstring). `durable=False` lets SQLite skip
     a sync per commit (PostgreSQL's durability is the server's own setting)."""

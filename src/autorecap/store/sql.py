@@ -19,9 +19,9 @@ import json
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from autorecap.core.jsjson import loads_strict
 from autorecap.core.model import Chat, ChatRevs, KeptLine, Message
@@ -45,8 +45,9 @@ from autorecap.store.rows import (
     layout_json,
 )
 
+T = TypeVar("T")
 IDS_PER_QUERY = 500
-"""Chat ids asked about in one query at most (SQLite takes at most 32,766 parameters)."""
+"""Values one `IN (...)` holds at most (SQLite takes at most 32,766 parameters)."""
 ORDERS_KEPT = 1024
 """How many chats' stored orders a store remembers (the least recently written go)."""
 
@@ -395,10 +396,7 @@ class SqlStore(ChatStore):
             if chat_ids is None:
                 return dict(db.execute("SELECT id, rev FROM chats").fetchall())
             found: dict[str, int] = {}
-            wanted = list(chat_ids)
-            for start in range(0, len(wanted), IDS_PER_QUERY):
-                part = wanted[start : start + IDS_PER_QUERY]
-                marks = ",".join("?" * len(part))
+            for marks, part in in_parts(list(chat_ids)):
                 rows = db.execute(f"SELECT id, rev FROM chats WHERE id IN ({marks})", part)
                 found.update(rows.fetchall())
             return found
@@ -484,6 +482,13 @@ class SqlStore(ChatStore):
             (next_pos, time.time(), chat.id),
         )
         return len(removed) + new_count
+
+
+def in_parts(values: Sequence[T]) -> Iterator[tuple[str, Sequence[T]]]:
+    """`values` in parts of at most `IDS_PER_QUERY`, each with its `?,?,...` for `IN (...)`."""
+    for start in range(0, len(values), IDS_PER_QUERY):
+        part = values[start : start + IDS_PER_QUERY]
+        yield ",".join("?" * len(part)), part
 
 
 def _insert(

@@ -207,9 +207,9 @@ class ProxyChats(ChatRegistry):
         """Do a turn again on the chat as stored (read again): its request reconciled, its
         reply recorded. Its save was refused because another server added or removed
         messages first (the same client's request answered there too, or the one before it
-        saved late); the client's list is the truth, as in `begin`. None when the stored chat
-        when the chat was not read again for that (deleted, or replaced through the API: the
-        turn's conversation is not this one)."""
+        saved late); the client's list is the truth, as in `begin`. None when the chat was not
+        read again for that reason (deleted, or replaced through the API: the turn's
+        conversation is not this one)."""
         chat_id = turn.chat_id
         if turn.chat is None or not self.reshaped_elsewhere(chat_id, turn.chat):
             return None
