@@ -246,5 +246,5 @@ def test_a_broken_settings_file_is_reported_not_overwritten(home: Path) -> None:
     with pytest.raises(SettingsError, match="profile 'Default': setting 'context_size'"):
         Profiles()
     path.write_text("[1, 2]")
-    with pytest.raises(SettingsError, match="is not an autorecap settings file"):
+    with pytest.raises(SettingsError, match="holds no autorecap settings"):
         Profiles()

@@ -1,7 +1,9 @@
 """Global settings, named profiles and which chat or character uses which profile.
 
-Kept in `$AUTORECAP_HOME/settings.json`, written atomically. A profile stores only the settings
-it changes; the rest come from the defaults. When a chat opens, its profile is the one bound to
+Kept in `$AUTORECAP_HOME/settings.json`, written atomically, or, on a store that keeps settings
+(PostgreSQL), in the store, where every machine reads the same (`profiles_of`,
+`autorecap.settings_places`). A profile stores only the settings it changes; the rest come from
+the defaults. When a chat opens, its profile is the one bound to
 the chat, else the one bound to its character, else the active profile (`Default` unless another
 was loaded): seed 002's `auto_load_profile()`.
 """
@@ -24,22 +26,30 @@ from autorecap.settings import (
     require_setting,
     validate_setting,
 )
-from autorecap.stfiles.atomic import atomic_write
+from autorecap.settings_places import (
+    SETTINGS_FILE,
+    SettingsFile,
+    SettingsPlace,
+    StoredSettings,
+    owner_settings_file,
+)
+from autorecap.store.base import ChatStore
+from autorecap.store.migrations import SettingsConflictError
 
 DEFAULT_PROFILE = "Default"
-SETTINGS_FILE = "settings.json"
 
 
-def owner_settings_file(owner: str) -> Path:
-    """The settings file of one API key's owner (`autorecap serve --keys-file`): the
-    installation's own when `owner` is "" (access control off), else
-    `$AUTORECAP_HOME/users/<owner>/settings.json`."""
-    if not owner:
-        return autorecap_home() / SETTINGS_FILE
-    return autorecap_home() / "users" / owner / SETTINGS_FILE
+def profiles_of(owner: str = "", store: ChatStore | None = None) -> Profiles:
+    """An owner's settings ("": the installation's): in `store` when it keeps settings (every
+    machine on it then runs with the same), else in the owner's file (`owner_settings_file`)."""
+    if store is not None and store.keeps_settings:
+        return Profiles(place=StoredSettings(store, owner))
+    return Profiles(owner_settings_file(owner))
 
 
 _FORMAT_VERSION = 1
+CHANGE_TRIES = 3
+"""A change is made again on the settings as read anew when another process saved first."""
 
 
 def _empty() -> dict[str, Any]:
@@ -57,7 +67,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _locked(method: F) -> F:
-    """Run the method with the object's lock: a read-change-write of the file is one step."""
+    """Run the method with the object's lock."""
 
     @functools.wraps(method)
     def wrapper(self: Profiles, *args: Any, **kwargs: Any) -> Any:
@@ -67,20 +77,52 @@ def _locked(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class Profiles:
-    """The settings file: global values, profiles and bindings. Every change is saved at once."""
+def _change(method: F) -> F:
+    """A change (the method saves): made on the settings as saved now, and made again on them
+    read anew when another process saved in between (`SettingsConflictError`)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    @functools.wraps(method)
+    def wrapper(self: Profiles, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            for attempt in range(CHANGE_TRIES):
+                self.reload()
+                try:
+                    return method(self, *args, **kwargs)
+                except SettingsConflictError:
+                    self._data = self._load()  # the change made in memory is undone
+                    if attempt == CHANGE_TRIES - 1:
+                        raise SettingsError(
+                            f"{self.place.where} kept changing while this change was made: "
+                            "try again"
+                        ) from None
+            raise AssertionError("unreachable")
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Profiles:
+    """One owner's settings: global values, profiles and bindings, in a file (`path`) or
+    another place (`place`). Every change is saved at once."""
+
+    def __init__(self, path: Path | None = None, *, place: SettingsPlace | None = None) -> None:
         self._lock = threading.RLock()  # the server's threads share one object per owner
-        self.path = path if path is not None else autorecap_home() / SETTINGS_FILE
+        if place is None:
+            place = SettingsFile(path if path is not None else autorecap_home() / SETTINGS_FILE)
+        self.place = place
+        self.path = place.path if isinstance(place, SettingsFile) else None
+        """The settings file (None when the settings are kept in the store)."""
         self._data = self._load()
 
     # --- reading -----------------------------------------------------------------------------
 
     @_locked
-    def reload(self) -> None:
-        """Read the settings file again (another process or object may have changed it)."""
+    def reload(self) -> bool:
+        """Read the settings again if another process or object may have changed them (a
+        cheap look first). True when they were read."""
+        if not self.place.changed():
+            return False
         self._data = self._load()
+        return True
 
     @_locked
     def settings_for(self, chat_id: str = "", character_key: str | None = None) -> Settings:
@@ -139,7 +181,7 @@ class Profiles:
 
     # --- changing ----------------------------------------------------------------------------
 
-    @_locked
+    @_change
     def set(self, key: str, value: Any, profile: str | None = None) -> Any:
         """Set one setting (validated) in a profile, or globally for the global settings."""
         checked = validate_setting(key, value)
@@ -150,7 +192,7 @@ class Profiles:
         self._save()
         return checked
 
-    @_locked
+    @_change
     def set_many(self, values: dict[str, Any], profile: str | None = None) -> dict[str, Any]:
         """Set several settings at once: every value is validated first, and the file is
         written once, so nothing is saved when one value is refused."""
@@ -161,7 +203,7 @@ class Profiles:
         self._save()
         return checked
 
-    @_locked
+    @_change
     def reset(self, key: str, profile: str | None = None) -> None:
         """Back to the default value."""
         require_setting(key)
@@ -173,7 +215,7 @@ class Profiles:
         target.pop(key, None)
         self._save()
 
-    @_locked
+    @_change
     def set_chat_enabled(self, chat_id: str, enabled: bool | None) -> None:
         """Turn memory on or off for one chat; None removes the chat's own switch."""
         chats = dict(self._data["global"].get("chats_enabled", {}))
@@ -183,21 +225,21 @@ class Profiles:
             chats[chat_id] = enabled
         self.set("chats_enabled", chats)
 
-    @_locked
+    @_change
     def save_profile(self, name: str, source: str | None = None) -> None:
         """Save a profile under `name`: a copy of `source` (default: the active profile)."""
         _check_name(name)
         self._data["profiles"][name] = dict(self._profile(source or self.active_profile))
         self._save()
 
-    @_locked
+    @_change
     def load_profile(self, name: str) -> None:
         """Make `name` the active profile."""
         self._profile(name)
         self._data["active_profile"] = name
         self._save()
 
-    @_locked
+    @_change
     def delete_profile(self, name: str) -> None:
         """Delete a profile and its bindings (`Default` cannot be deleted)."""
         if name == DEFAULT_PROFILE:
@@ -212,7 +254,7 @@ class Profiles:
             self._data["active_profile"] = DEFAULT_PROFILE
         self._save()
 
-    @_locked
+    @_change
     def bind(self, name: str, *, chat: str | None = None, character: str | None = None) -> None:
         """Use profile `name` for a chat or for every chat of a character."""
         self._profile(name)
@@ -224,7 +266,7 @@ class Profiles:
         self._data[table][target] = name
         self._save()
 
-    @_locked
+    @_change
     def unbind(self, *, chat: str | None = None, character: str | None = None) -> None:
         """Remove a chat's or a character's profile binding."""
         if chat is not None:
@@ -243,19 +285,18 @@ class Profiles:
         return profile  # type: ignore[no-any-return]
 
     def _load(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return _empty()
+        where = self.place.where
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.place.read()
+            data = json.loads(text) if text is not None else None
         except (OSError, ValueError) as error:
             raise SettingsError(
-                f'cannot read the settings file "{self.path}" ({error}); fix it, or move it '
-                "away to start from the defaults"
+                f"cannot read {where} ({error}); fix it, or move it away to start from the defaults"
             ) from None
+        if data is None:
+            return _empty()
         if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):
-            raise SettingsError(
-                f'"{self.path}" is not an autorecap settings file; move it away to start over'
-            )
+            raise SettingsError(f"{where} holds no autorecap settings; move it away to start over")
         merged = _empty()
         merged.update(data)
         merged["profiles"].setdefault(DEFAULT_PROFILE, {})
@@ -263,13 +304,16 @@ class Profiles:
             try:
                 make_settings({**values, **merged["global"]})
             except SettingsError as error:
-                raise SettingsError(f'"{self.path}", profile {name!r}: {error}') from None
+                raise SettingsError(f"{where}, profile {name!r}: {error}") from None
         return merged
 
+    def document(self) -> str:
+        """The settings as saved: the file's text (`autorecap store copy` moves it)."""
+        with self._lock:
+            return json.dumps(self._data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self._data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-        atomic_write(self.path, text.encode("utf-8"))
+        self.place.write(self.document())
 
 
 def _check_name(name: str) -> None:

@@ -32,7 +32,7 @@ from autorecap.core.scenes import mark_break
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
-from autorecap.profiles import Profiles
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.settings import Settings, chat_enabled
 from autorecap.store.base import ChatStore
 
@@ -67,7 +67,8 @@ class Session:
         save_debounce_ms: int | None = None,
         indexed_in: ChatStore | None = None,
     ) -> None:
-        self.profiles = profiles if profiles is not None else Profiles()
+        # The settings of the store the chat is in, when it keeps them (PostgreSQL).
+        self.profiles = profiles if profiles is not None else profiles_of("", store or indexed_in)
         self.clock: Clock = clock if clock is not None else ThreadClock()
         self._fixed_settings = settings
         self.open: OpenChat | None

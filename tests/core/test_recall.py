@@ -61,6 +61,12 @@ def test_query_words_drop_stopwords_and_words_of_asking() -> None:
     assert query_words("Hey, tell me: where did we hide the astrolabe?") == ["hide", "astrolabe"]
 
 
+def test_a_trailing_called_or_named_asks_for_a_name_and_is_not_searched() -> None:
+    assert query_words("What is Bramble's hen called?") == ["bramble", "hen"]
+    assert query_words("and the ship, what was it named") == ["ship"]
+    assert query_words("Who called the doctor?") == ["called", "doctor"]
+
+
 def test_query_words_keep_codes_whole() -> None:
     assert query_words("The code was 14-02-27, on ship C-2209.") == [
         "code",
@@ -152,6 +158,40 @@ def test_a_hidden_message_gives_its_text() -> None:
     assert found.index == 0
     assert found.text == "Mira hid the brass astrolabe."  # markup taken out
     assert found.score == 2.5
+
+
+def test_a_word_matches_in_another_form() -> None:
+    chat = chat_of(message("Counting the morning, nine silver.", hidden=True))
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What was the count?", COUNTER)
+    assert found.text == "Counting the morning, nine silver."
+
+
+def test_a_recalled_question_brings_the_start_of_its_answer() -> None:
+    chat = chat_of(
+        message("What did Fell owe us in the end? One night, supper?", user=True, hidden=True),
+        message("*opens the ledger* That comes to four silver. Entered it.", hidden=True),
+        message("And what did Fell answer?", user=True, hidden=True),
+        message("He said goodbye.", hidden=False),
+    )
+    (found,) = recall_pieces(chat, [(0, 1.0)], "How much did Fell owe?", COUNTER)
+    assert found.text.startswith("What did Fell owe us in the end?")
+    assert found.text.endswith("That comes to four silver.")  # its first sentence only
+    assert " → " in found.text
+    assert "#0-1" in found.source
+    # Not when the answer is in the prompt already, nor for a match that asks nothing.
+    (asked,) = recall_pieces(chat, [(2, 1.0)], "What did Fell answer?", COUNTER)
+    assert asked.text == "And what did Fell answer?"
+    # The answer is not given again on its own; found first, it is not added to the question.
+    assert len(recall_pieces(chat, [(0, 2.0), (1, 1.0)], "How much did Fell owe?", COUNTER)) == 1
+    both = chat_of(
+        message("What did Fell owe us?", user=True, hidden=True),
+        message("Fell owed us four silver.", hidden=True),
+    )
+    first, then = recall_pieces(both, [(1, 2.0), (0, 1.0)], "How much did Fell owe?", COUNTER)
+    assert (first.text, then.text) == ("Fell owed us four silver.", "What did Fell owe us?")
+    told = chat_of(message("Fell owed us four silver.", hidden=True), message("Yes.", hidden=True))
+    (plain,) = recall_pieces(told, [(0, 1.0)], "How much did Fell owe?", COUNTER)
+    assert "→" not in plain.text
 
 
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:

@@ -32,6 +32,7 @@ import pytest
 import uvicorn
 
 from autorecap.core.model import Chat
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.server.app import ServerConfig, create_app
 from autorecap.server.proxy.turns import ProxyChats
 from autorecap.store import open_store
@@ -545,6 +546,17 @@ def db_path(tmp_path: Path) -> str | Path:
     """The proxy's store: a SQLite file (a module whose tests run on both backends makes it
     its `db_url`)."""
     return tmp_path / "proxy.db"
+
+
+@pytest.fixture
+def installation_settings(db_path: str | Path) -> Iterator[Profiles]:
+    """The settings the proxy reads: `AUTORECAP_HOME`'s file on SQLite, the database's on
+    PostgreSQL (`profiles.profiles_of`)."""
+    store = open_store(db_path)
+    try:
+        yield profiles_of("", store)
+    finally:
+        store.close()
 
 
 @pytest.fixture

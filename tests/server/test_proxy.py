@@ -349,9 +349,13 @@ def test_the_running_recap_goes_before_the_main_prompt_by_default(
 
 
 def test_the_running_recap_at_depth_0_in_chat_follows_the_last_message(
-    recap_chat: str, start_proxy: StartProxy, upstream: Upstream, openai_client: MakeClient
+    recap_chat: str,
+    start_proxy: StartProxy,
+    upstream: Upstream,
+    openai_client: MakeClient,
+    installation_settings: Profiles,
 ) -> None:
-    profiles = Profiles()
+    profiles = installation_settings
     profiles.set("running_scene_recap_position", 1)
     profiles.set("running_scene_recap_depth", 0)
     proxy = start_proxy()
@@ -397,7 +401,11 @@ def test_a_recap_the_client_already_carries_is_not_injected_twice(
 
 
 def test_auto_hidden_messages_are_left_out_of_the_upstream_request(
-    db_path: str | Path, start_proxy: StartProxy, upstream: Upstream, openai_client: MakeClient
+    db_path: str | Path,
+    start_proxy: StartProxy,
+    upstream: Upstream,
+    openai_client: MakeClient,
+    installation_settings: Profiles,
 ) -> None:
     seed_chat(
         db_path,
@@ -409,8 +417,8 @@ def test_auto_hidden_messages_are_left_out_of_the_upstream_request(
         ],
         breaks=(1,),
     )
-    Profiles().set("auto_hide_scene_count", 0)  # hide everything up to the last scene break
-    Profiles().set("auto_hide_only_recapped", False)  # even with no running recap yet
+    installation_settings.set("auto_hide_scene_count", 0)  # hide all up to the last break
+    installation_settings.set("auto_hide_only_recapped", False)  # even with no running recap
     proxy = start_proxy()
     client = openai_client(proxy.chat_url("hidden"))
     asked = [

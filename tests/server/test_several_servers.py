@@ -4,6 +4,7 @@ database, on SQLite and on PostgreSQL.
 
 - A client whose requests go to both servers: a turn whose save lands after a later turn's
   (saved by the other server) loses nothing and adds nothing.
+- A turn done again queues no recap job for a message whose job already ran.
 - The same request answered on both servers at once: its message and reply are stored once.
 - A server whose copy of a chat is behind the other's save reads it in before a turn.
 - A worker whose copy of a chat is behind (its message not there yet) reads the chat again
@@ -23,7 +24,7 @@ from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles
 from autorecap.recap.backends import make_backend
-from autorecap.server.proxy.turns import ProxyChats
+from autorecap.server.proxy.turns import ProxyChats, Turn
 from autorecap.store import ChatStore, open_store
 
 CHAT = "travelling"
@@ -63,23 +64,47 @@ def stored_texts(registry: ProxyChats) -> list[str]:
     return [m.text for m in registry.store.load_chat(CHAT).messages]
 
 
+LINES = ["Hello.", reply("Hello."), "Where to?", "East."]
+
+
+def answered_on_a_and_overtaken_on_b(a: ProxyChats, b: ProxyChats) -> Turn:
+    """The client's next turn goes to a; a answers, but its save has not happened yet when
+    the client's turn after that goes to b, carrying a's reply, and b saves first. Returns
+    a's turn, to settle."""
+    late = a.begin(CHAT, request([*LINES, "By ship?"]))
+    a.record(late, reply("By ship?"))
+    b.finish(
+        b.begin(CHAT, request([*LINES, "By ship?", reply("By ship?"), "When?"])), reply("When?")
+    )
+    return late
+
+
 def test_a_turn_saved_after_a_later_turn_of_the_other_server_loses_and_adds_nothing(
     servers: tuple[ProxyChats, ProxyChats],
 ) -> None:
     a, b = servers
-    lines = ["Hello.", reply("Hello."), "Where to?", "East."]
-    # The client's next turn goes to a; a answers, but its save has not happened yet...
-    late = a.begin(CHAT, request([*lines, "By ship?"]))
-    a.record(late, reply("By ship?"))
-    # ...when the client's turn after that goes to b, carrying a's reply, and b saves first.
-    b.finish(
-        b.begin(CHAT, request([*lines, "By ship?", reply("By ship?"), "When?"])), reply("When?")
-    )
+    lines = LINES
+    late = answered_on_a_and_overtaken_on_b(a, b)
     a.settle(late)  # refused (b added messages): done again on what b saved
     expected = [*lines, "By ship?", reply("By ship?"), "When?", reply("When?")]
     assert stored_texts(a) == expected
     assert [m.text for m in a.chat(CHAT).messages] == expected
     # Every message is queued for its recap once.
+    jobs = [j for j in a.queue.list() if j.kind == "message_recap"]
+    stored = a.store.load_chat(CHAT)
+    assert sorted(j.target for j in jobs) == sorted(m.id for m in stored.messages)
+
+
+def test_a_turn_done_again_queues_no_recap_that_already_ran(
+    servers: tuple[ProxyChats, ProxyChats],
+) -> None:
+    a, b = servers
+    late = answered_on_a_and_overtaken_on_b(a, b)
+    # Every queued job runs to its end before the turn is done again on a (a worker on
+    # another machine), as if after a read the chat: the copy shows none of their recaps.
+    while (job := b.queue.claim()) is not None:
+        b.queue.complete(job)
+    a.settle(late)
     jobs = [j for j in a.queue.list() if j.kind == "message_recap"]
     stored = a.store.load_chat(CHAT)
     assert sorted(j.target for j in jobs) == sorted(m.id for m in stored.messages)

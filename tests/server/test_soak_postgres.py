@@ -31,7 +31,7 @@ import pytest
 
 from autorecap.core import running
 from autorecap.core.data import get_memory
-from autorecap.profiles import Profiles
+from autorecap.profiles import profiles_of
 from autorecap.store import open_store
 from autorecap.testing.llm import PlausibleLLM
 
@@ -167,14 +167,15 @@ def wait_for(condition: Callable[[], bool], what: str, limit: float = DEADLINE_S
 def fleet(
     postgres_url: str, home: Path, free_tcp_port_factory: Callable[[], int]
 ) -> Iterator[tuple[Fleet, ChatUpstream, PlausibleLLM]]:
-    profiles = Profiles()  # the settings every process reads (one AUTORECAP_HOME here)
-    profiles.set_many(
+    settings_store = open_store(postgres_url)  # where every process reads its settings
+    profiles_of("", settings_store).set_many(
         {
             "scene_max_messages": 8,
             "auto_scene_break_minimum_scene_length": 2,
             "running_scene_recap_exclude_latest": 0,
         }
     )
+    settings_store.close()
     upstream = ChatUpstream()
     llm = PlausibleLLM(delay_s=0.05)
     llm.__enter__()
@@ -318,13 +319,21 @@ def test_two_servers_and_two_workers_on_one_postgresql(
 
     killer.join(DEADLINE_S)
     assert killed, "no worker was caught holding a job"
-    wait_for(
-        lambda: set(jobs_by_state(postgres_url)) == {"done"},
-        "every job done (the killed worker's taken over after its lease)",
-    )
-
     store = open_store(postgres_url)
     try:
+        # A server saves a turn after the client has its answer: the last turns' saves (and
+        # the jobs they queue) may still be on their way.
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and any(
+            [m.text for m in store.load_chat(c).messages] != texts
+            for c, texts in expected.items()
+            if store.has_chat(c)
+        ):
+            time.sleep(0.1)
+        wait_for(
+            lambda: set(jobs_by_state(postgres_url)) == {"done"},
+            "every job done (the killed worker's taken over after its lease)",
+        )
         # No message lost or doubled.
         assert sorted(info.id for info in store.list_chats()) == sorted(expected)
         for chat_id, texts in expected.items():

@@ -185,6 +185,13 @@ def test_header_saves_of_one_chat_from_two_stores_at_once_never_both_land(
         second.close()
 
 
+def heard(store: ChatStore, start: int) -> None:
+    """Wait until the store heard another's save after `start` (its `data_version`)."""
+    deadline = time.monotonic() + 5
+    while store.data_version() == start and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def test_another_stores_saves_are_heard_and_name_their_chats(postgres_url: str) -> None:
     mine, theirs = open_store(postgres_url), open_store(postgres_url)
     try:
@@ -200,13 +207,36 @@ def test_another_stores_saves_are_heard_and_name_their_chats(postgres_url: str) 
         other = theirs.load_chat("b")
         set_data(other.messages[1], "memory", "saved by another server")
         theirs.save(other, changed=[other.messages[1]])
-        deadline = time.monotonic() + 5
-        while mine.data_version() == start and time.monotonic() < deadline:
-            time.sleep(0.005)
+        heard(mine, start)
         assert mine.data_version() > start
         assert mine.changed_chats() == {"b"}
         assert mine.changed_chats() == set()  # taken
         assert mine.revisions(["b"]) == {"b": theirs.revisions()["b"]}
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_the_listening_connection_may_go_elsewhere(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As behind a pooler in transaction mode: the pool through it, the listener straight to
+    # the server (here: the same server, told apart by the application name).
+    monkeypatch.setenv("AUTORECAP_DB_LISTEN", postgres_url + "&application_name=listening")
+    mine, theirs = open_store(postgres_url), open_store(postgres_url)
+    try:
+        mine.import_chat(generate_chat(4, seed=2, chat_id="a"))
+        start = mine.data_version()
+        with psycopg.connect(postgres_url) as conn:
+            names = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'listening'"
+            ).fetchone()
+        assert names == (1,)
+        other = theirs.load_chat("a")
+        set_data(other.messages[1], "memory", "saved by another server")
+        theirs.save(other, changed=[other.messages[1]])
+        heard(mine, start)
+        assert mine.changed_chats() == {"a"}
     finally:
         mine.close()
         theirs.close()

@@ -14,7 +14,7 @@ import pytest
 
 from autorecap import Chat, ChatStore, SQLiteStore, open_store, set_data
 from autorecap.core.scenes import add_recap_version, mark_break
-from autorecap.store.migrations import schema_version
+from autorecap.store.migrations import MIGRATIONS, schema_version
 from autorecap.store.search import MemoryIndex, match_expression
 
 TEXTS = (
@@ -316,7 +316,7 @@ def test_the_sqlite_migration_from_version_4_indexes_existing_messages(tmp_path:
 
     reopened = SQLiteStore(path)
     try:
-        assert schema_version(reopened._db) == 5
+        assert schema_version(reopened._db) == MIGRATIONS[-1].number
         assert found(reopened, "old", "astrolabe") == [ids[1]]  # from the raw line
         assert found(reopened, "old", "quartermaster") == [ids[0]]  # its recap
         assert found(reopened, "old", "whale") == [ids[3]]  # the edited JSON, not the line
@@ -328,6 +328,51 @@ def test_the_sqlite_migration_from_version_4_indexes_existing_messages(tmp_path:
         reopened.save(again, changed=[again.messages[2]])
         assert found(reopened, "old", "lighthouse") == [ids[2]]
         assert found(reopened, "old", "harbour") == []
+    finally:
+        reopened.close()
+
+
+def test_a_word_is_found_in_any_of_its_forms_on_both_stores(store: ChatStore) -> None:
+    chat = make_chat("forms", ["Counting the morning, we took nine silver.", "Rain again."])
+    store.import_chat(chat)
+    ids = [m.id for m in store.load_chat("forms").messages]
+    assert found(store, "forms", "How much had we counted?") == [ids[0]]
+    assert found(store, "forms", "what was the count") == [ids[0]]
+    assert found(store, "forms", "raining") == [ids[1]]
+
+
+def test_the_sqlite_migration_from_version_5_stems_the_words_already_indexed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db"
+    store = SQLiteStore(path)
+    store.import_chat(make_chat("old", ["Counting the morning, we took nine silver."]))
+    (message_id,) = [m.id for m in store.load_chat("old").messages]
+    store.close()
+    # Back to version 5: the index as it was, words unstemmed.
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("DROP TABLE recall_index")
+    db.execute(
+        "CREATE VIRTUAL TABLE recall_index USING fts5("
+        "chat, text, recap, scene, tokenize = 'unicode61 remove_diacritics 2')"
+    )
+    db.execute(
+        "INSERT INTO recall_index (rowid, chat, text) "
+        "SELECT id, 'c' || hex(chat_id), json_extract(raw, '$.mes') FROM messages"
+    )
+    db.execute("PRAGMA user_version = 5")
+    assert db.execute(
+        "SELECT count(*) FROM recall_index WHERE recall_index MATCH 'count'"
+    ).fetchone() == (0,)
+    db.close()
+    reopened = SQLiteStore(path)
+    try:
+        assert found(reopened, "old", "count") == [message_id]
+        chat = reopened.load_chat("old")
+        chat.messages[0]["mes"] = "The ropes were paying out."
+        reopened.save(chat, changed=[chat.messages[0]])  # the triggers write the new table
+        assert found(reopened, "old", "pays") == [message_id]
+        assert found(reopened, "old", "count") == []
     finally:
         reopened.close()
 

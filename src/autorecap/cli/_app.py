@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 
 from autorecap import __version__
+from autorecap.profiles import Profiles, profiles_of
+from autorecap.store import open_store
+from autorecap.store.base import ChatStore
+from autorecap.store.location import store_location
 
 app = typer.Typer(
     name="autorecap",
@@ -25,6 +30,25 @@ DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default
 """The `--db` every command that reads the store takes (`autorecap.store.open_store`)."""
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+
+
+def command_store(db: str | None) -> ChatStore:
+    """The store `--db` names (`open_store`), closed when the command ends (a PostgreSQL store
+    holds connections and a listening thread)."""
+    store = open_store(db)
+    command = click.get_current_context(silent=True)
+    if command is not None:
+        command.call_on_close(store.close)
+    return store
+
+
+def profiles_at(db: str | None) -> Profiles:
+    """The installation's settings for a command: in the database `--db` (else
+    `$AUTORECAP_DB`) names when it keeps them (PostgreSQL), else in `$AUTORECAP_HOME`'s files
+    (no SQLite file is opened for them). The store is closed when the command ends."""
+    if isinstance(store_location(db), str):
+        return profiles_of("", command_store(db))
+    return Profiles()
 
 
 def _version(value: bool) -> None:

@@ -12,21 +12,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import install_signal_handlers
-from autorecap.cli._app import DbOption, app, err, out
+from autorecap.cli._app import DbOption, app, command_store, err, out
 from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.profiles import Profiles, owner_settings_file
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.recap.backend import RecapBackend
 from autorecap.recap.backends import make_backend
 from autorecap.settings import Settings
-from autorecap.store import open_store
+from autorecap.store.base import ChatStore
 
 jobs_app = typer.Typer(help="The queue of recap jobs: list, retry, cancel, pause, resume.")
 app.add_typer(jobs_app, name="jobs")
 
 
 def _queue(db: str | None) -> JobQueue:
-    return JobQueue(open_store(db))
+    return JobQueue(command_store(db))
 
 
 @jobs_app.callback(invoke_without_command=True)
@@ -157,8 +157,9 @@ def worker(
         from autorecap.server.access import KeyRing  # the server's modules load only here
 
         KeyRing.from_file(keys_file)  # the same file as the server's, or a clear error
-        profiles_for = _owners_profiles()
-    queue = JobQueue(open_store(db), lease_s=lease)
+    queue = JobQueue(command_store(db), lease_s=lease)
+    if keys_file is not None:
+        profiles_for = _owners_profiles(queue.store)
 
     def backend_for(settings: Settings) -> RecapBackend:
         return make_backend(
@@ -194,7 +195,7 @@ def worker(
         raise typer.Exit(1)
 
 
-def _owners_profiles() -> Callable[[str], Profiles]:
+def _owners_profiles(store: ChatStore) -> Callable[[str], Profiles]:
     """A chat's settings file by its stored id, as a server with API keys on keeps them: the
     owner's (`alice/...`: alice's; a chat with no owner part: the installation's), read
     afresh for each chat the worker meets (it keeps a chat's settings from then on)."""
@@ -206,7 +207,7 @@ def _owners_profiles() -> Callable[[str], Profiles]:
         owner = owner_of(chat_id, keys_on=True)
         found = owners.get(owner)
         if found is None:
-            found = owners[owner] = Profiles(owner_settings_file(owner))
+            found = owners[owner] = profiles_of(owner, store)
         else:
             found.reload()  # as changed meanwhile (the server's API, the command line)
         return found

@@ -13,16 +13,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import load_target, target_chat_id
-from autorecap.cli._app import DbOption, app, err, out
+from autorecap.cli._app import DbOption, app, command_store, err, out, profiles_at
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
 from autorecap.core.recall import set_recall_slot
 from autorecap.errors import AutorecapError
-from autorecap.profiles import Profiles
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.session import Session
 from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
-from autorecap.store import open_store
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {{char}} in an ongoing roleplay with {{user}}. Stay in character, keep to what has "
@@ -37,8 +36,10 @@ class Format(StrEnum):
     text = "text"
 
 
-def _settings_with_overrides(chat_id: str, character: str | None, sets: list[str]) -> Settings:
-    base = Profiles().settings_for(chat_id, character).model_dump()
+def _settings_with_overrides(
+    profiles: Profiles, chat_id: str, character: str | None, sets: list[str]
+) -> Settings:
+    base = profiles.settings_for(chat_id, character).model_dump()
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep:
@@ -77,9 +78,11 @@ def inject(
     Runs refresh_memory() on a copy in memory: nothing is written. The prompt goes to stdout;
     token counts, which messages were hidden or left out, and what was recalled go to stderr.
     """
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     loaded, _ = load_target(chat, store=store, lenient=lenient)
-    settings = _settings_with_overrides(loaded.id, character_key_of(loaded), overrides or [])
+    settings = _settings_with_overrides(
+        profiles_of("", store), loaded.id, character_key_of(loaded), overrides or []
+    )
     if query is not None:
         settings = settings.model_copy(update={"recall_enabled": True})
     session = Session(loaded, settings=settings)
@@ -160,7 +163,7 @@ def _ranges(indexes: list[int]) -> str:
 def refresh(chat: _CHAT_ARG, db: DbOption = None) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     with Session(chat, store=store, save_debounce_ms=60_000) as session:
         result = session.last_result
         assert result is not None
@@ -193,10 +196,13 @@ def versions(
     """List the running recap's versions; select one, or add an edited one."""
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     # Check everything first, on a read-only copy: a command that fails writes nothing.
     loaded, _ = load_target(chat, store=store)
-    probe = Session(loaded, settings=Profiles().settings_for(loaded.id, character_key_of(loaded)))
+    probe = Session(
+        loaded,
+        settings=profiles_of("", store).settings_for(loaded.id, character_key_of(loaded)),
+    )
     if select is None and edit is None:  # listing reads; it never writes
         _print_versions(probe, as_json)
         return
@@ -268,9 +274,10 @@ def toggle(
     global_: Annotated[
         bool, typer.Option("--global", help="Switch memory for every chat at once.")
     ] = False,
+    db: DbOption = None,
 ) -> None:
     """Turn memory on or off for one chat, or for all chats (--global on|off|per-chat)."""
-    profiles = Profiles()
+    profiles = profiles_at(db)
     if global_:
         if chat is not None:
             raise AutorecapError("--global switches every chat: name no chat with it")

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from autorecap.autosave import load_target
-from autorecap.cli._app import DbOption, app, err, out
+from autorecap.cli._app import DbOption, app, command_store, err, out
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
@@ -33,13 +33,13 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.profiles import Profiles
+from autorecap.profiles import profiles_of
 from autorecap.recap.backends import make_backend
 from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
-from autorecap.store import SQLiteStore, open_store
+from autorecap.store import SQLiteStore
 
 if TYPE_CHECKING:  # the evaluation is imported only when `eval` runs
     from autorecap.evaluation.run import StyleRow
@@ -88,10 +88,10 @@ def recap(
 ) -> None:
     """Recap a chat: message recaps, scene breaks, scene recaps and the running recap, written
     back in SillyTavern's format (in place, or to --output)."""
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     stamp = _stamp(loaded.path) if from_file else None
-    settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
+    settings = profiles_of("", store).settings_for(loaded.id, character_key_of(loaded))
     engine = make_backend(
         settings,
         backend=backend.value if backend else None,
@@ -105,7 +105,7 @@ def recap(
                 "--no-wait needs a stored chat (a worker finds it in the store): "
                 "`autorecap import FILE` first"
             )
-        queue = JobQueue(store or open_store())
+        queue = JobQueue(store or command_store(None))
         ids = enqueue_pipeline(queue, loaded, settings)
         out.print(f"queued {len(ids)} job(s) for {escape(loaded.id)}; `autorecap worker` runs them")
         return
@@ -120,7 +120,7 @@ def recap(
         # The work runs on the job queue: a stored chat's own (persistent: `autorecap worker`
         # resumes it), or for a file a queue in a temporary database for this run.
         work_store = (
-            store or open_store() if not from_file else SQLiteStore(Path(folder) / "work.db")
+            store or command_store(None) if not from_file else SQLiteStore(Path(folder) / "work.db")
         )
         if from_file:
             work_store.import_chat(loaded, chat_id=loaded.id, replace=True)
@@ -225,7 +225,7 @@ def scenes_command(
 ) -> None:
     """List a chat's scenes, or mark, unmark, rename, hide or show the scene break at message N
     (a hidden break does not count for auto-hide)."""
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if action is SceneAction.list:
         _print_scenes(loaded)
@@ -249,7 +249,7 @@ def scenes_command(
     if from_file:
         write_chat(loaded)
     else:
-        (store or open_store()).save(loaded, changed=[message])
+        (store or command_store(None)).save(loaded, changed=[message])
     out.print(f"{action.value}: message {index}")
 
 
@@ -264,7 +264,7 @@ def remember(
 ) -> None:
     """Pin message N's recap in the long-term tier ("remember this"), unpin it (--forget), or
     list the pinned messages. The tier injects them with `long_term_enabled` on."""
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if index is None:
         pinned = pinned_indexes(loaded.messages)
@@ -281,7 +281,7 @@ def remember(
     if from_file:
         write_chat(loaded)
     else:
-        (store or open_store()).save(loaded, changed=[message])
+        (store or command_store(None)).save(loaded, changed=[message])
     out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
 
 
@@ -300,10 +300,10 @@ def combined_command(
     """The combined recap (every message recap merged into one narrative, injected with
     `combined_recap_enabled`): list its versions, select one, or make one now (with the chat's
     recap backend)."""
-    store = open_store(db) if db is not None else None
+    store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if make:
-        settings = Profiles().settings_for(loaded.id, character_key_of(loaded))
+        settings = profiles_of("", store).settings_for(loaded.id, character_key_of(loaded))
         backend = make_backend(settings)
         failures: list[str] = []
         made = update_combined_recap(
@@ -326,7 +326,7 @@ def combined_command(
         if from_file:
             write_chat(loaded)
         else:
-            (store or open_store()).save(loaded, header=True)
+            (store or command_store(None)).save(loaded, header=True)
     now = combined.current(loaded)
     for version in reversed(combined.versions(loaded)):
         mark = "*" if version is now else " "

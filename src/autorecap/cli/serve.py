@@ -107,8 +107,12 @@ def serve(
         f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
     )
     err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+    store = application.state.store
+    shown_db = getattr(store, "name", db)  # a PostgreSQL URL without its password
+    if store.keeps_settings:
+        err.print(f"settings: in the database {shown_db} (every server on it reads the same)")
     if not worker:
-        where = f" --db {db}" if db is not None else ""
+        where = f" --db {shown_db}" if db is not None else ""
         where += f" --keys-file {keys_file}" if keys_file is not None else ""
         err.print(
             f"recaps: no worker in this process; run `autorecap worker{where}` beside it "

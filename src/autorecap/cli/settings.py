@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autorecap.cli._app import app, out
+from autorecap.cli._app import DbOption, app, out, profiles_at
 from autorecap.profiles import Profiles
 from autorecap.settings import (
     GLOBAL_KEYS,
@@ -44,11 +44,12 @@ def settings_list(
     chat: Annotated[
         str | None, typer.Option("--chat", help="Show the settings this chat runs with.")
     ] = None,
+    db: DbOption = None,
 ) -> None:
     """List every setting with its value."""
     if ctx.invoked_subcommand is not None:
         return
-    profiles = Profiles()
+    profiles = profiles_at(db)
     name = profiles.profile_for(chat) if chat else (profile or profiles.active_profile)
     current = profiles.settings_for(chat) if chat else _settings_of(profiles, name)
     defaults = Settings()
@@ -77,10 +78,12 @@ def _settings_of(profiles: Profiles, name: str) -> Settings:
 
 @settings_app.command("get")
 def settings_get(
-    key: Annotated[str, typer.Argument(help="Setting name.")], profile: _PROFILE = None
+    key: Annotated[str, typer.Argument(help="Setting name.")],
+    profile: _PROFILE = None,
+    db: DbOption = None,
 ) -> None:
     """Print one setting's value (as JSON for anything but text)."""
-    out.print(escape(_shown(Profiles().get(key, profile))), soft_wrap=True)
+    out.print(escape(_shown(profiles_at(db).get(key, profile))), soft_wrap=True)
 
 
 @settings_app.command("set")
@@ -88,9 +91,10 @@ def settings_set(
     key: Annotated[str, typer.Argument(help="Setting name.")],
     value: Annotated[str, typer.Argument(help="New value: true/false, a number, text, JSON.")],
     profile: _PROFILE = None,
+    db: DbOption = None,
 ) -> None:
     """Change one setting (validated first: nothing is saved if the value is not allowed)."""
-    profiles = Profiles()
+    profiles = profiles_at(db)
     stored = profiles.set(key, parse_setting_value(key, value), profile)
     where = "global" if key in GLOBAL_KEYS else f"profile {profile or profiles.active_profile!r}"
     out.print(f"{key} = {escape(_shown(stored))} ({where})", soft_wrap=True)
@@ -98,18 +102,20 @@ def settings_set(
 
 @settings_app.command("reset")
 def settings_reset(
-    key: Annotated[str, typer.Argument(help="Setting name.")], profile: _PROFILE = None
+    key: Annotated[str, typer.Argument(help="Setting name.")],
+    profile: _PROFILE = None,
+    db: DbOption = None,
 ) -> None:
     """Put one setting back to its default."""
-    profiles = Profiles()
+    profiles = profiles_at(db)
     profiles.reset(key, profile)
     out.print(f"{key} = {escape(_shown(getattr(Settings(), key)))} (default)", soft_wrap=True)
 
 
 @profile_app.command("list")
-def profile_list() -> None:
+def profile_list(db: DbOption = None) -> None:
     """List the profiles, what each changes, and the bindings."""
-    profiles = Profiles()
+    profiles = profiles_at(db)
     active = profiles.active_profile
     for name in profiles.profile_names():
         marker = " [green](active)[/]" if name == active else ""
@@ -128,23 +134,28 @@ def profile_save(
     source: Annotated[
         str | None, typer.Option("--from", help="Copy this profile (default: the active one).")
     ] = None,
+    db: DbOption = None,
 ) -> None:
     """Save a profile: a copy of the active profile's settings (or of --from)."""
-    Profiles().save_profile(name, source)
+    profiles_at(db).save_profile(name, source)
     out.print(f"saved profile {escape(name)!r}")
 
 
 @profile_app.command("load")
-def profile_load(name: Annotated[str, typer.Argument(help="Profile name.")]) -> None:
+def profile_load(
+    name: Annotated[str, typer.Argument(help="Profile name.")], db: DbOption = None
+) -> None:
     """Make a profile the active one (used by chats with no profile of their own)."""
-    Profiles().load_profile(name)
+    profiles_at(db).load_profile(name)
     out.print(f"active profile: {escape(name)!r}")
 
 
 @profile_app.command("delete")
-def profile_delete(name: Annotated[str, typer.Argument(help="Profile name.")]) -> None:
+def profile_delete(
+    name: Annotated[str, typer.Argument(help="Profile name.")], db: DbOption = None
+) -> None:
     """Delete a profile and its bindings (not Default)."""
-    Profiles().delete_profile(name)
+    profiles_at(db).delete_profile(name)
     out.print(f"deleted profile {escape(name)!r}")
 
 
@@ -159,15 +170,16 @@ def profile_bind(
     name: Annotated[str, typer.Argument(help="Profile name.")],
     chat: _CHAT = None,
     character: _CHARACTER = None,
+    db: DbOption = None,
 ) -> None:
     """Use a profile whenever a chat (or any chat of a character) opens."""
-    Profiles().bind(name, chat=chat, character=character)
+    profiles_at(db).bind(name, chat=chat, character=character)
     target = f"chat {chat!r}" if chat is not None else f"character {character!r}"
     out.print(f"{escape(target)} uses profile {escape(name)!r}")
 
 
 @profile_app.command("unbind")
-def profile_unbind(chat: _CHAT = None, character: _CHARACTER = None) -> None:
+def profile_unbind(chat: _CHAT = None, character: _CHARACTER = None, db: DbOption = None) -> None:
     """Remove a chat's or a character's profile."""
-    Profiles().unbind(chat=chat, character=character)
+    profiles_at(db).unbind(chat=chat, character=character)
     out.print("binding removed")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from autorecap.cli._app import DbOption, app, out
 from autorecap.errors import AutorecapError
+from autorecap.settings_places import put_settings, settings_documents
 from autorecap.stfiles.atomic import atomic_write
 from autorecap.stfiles.jsonl import chat_id_for, read_chat
 from autorecap.store import open_store
@@ -133,15 +134,24 @@ def store_copy(
     target: Annotated[
         str, typer.Option("--to", help="An empty store to copy into (made when missing).")
     ],
+    no_settings: Annotated[
+        bool,
+        typer.Option("--no-settings", help="Leave the settings and profiles where they are."),
+    ] = False,
 ) -> None:
-    """Copy every chat, with its message ids and revisions, and the job queue from one store
-    into another (SQLite to PostgreSQL and back); each chat's export is then compared byte for
-    byte. Stop the servers and workers on the source first. Settings stay in AUTORECAP_HOME."""
+    """Copy every chat, with its message ids and revisions, the job queue, and every owner's
+    settings and profiles from one store into another (SQLite to PostgreSQL and back); each
+    chat's export is then compared byte for byte. A SQLite installation keeps its settings in
+    AUTORECAP_HOME's files, a PostgreSQL one in the database. Stop the servers and workers on
+    the source first."""
     origin = open_store(source)
     try:
         destination = open_store(target)
         try:
+            documents = {} if no_settings else settings_documents(origin)
+            put_settings(destination, documents, check=True)  # refused before anything moves
             report = copy_store(origin, destination)
+            settings = put_settings(destination, documents)
         finally:
             destination.close()
     finally:
@@ -153,5 +163,11 @@ def store_copy(
         else f"copied {report.chats} chat(s), but these export differently: "
         + ", ".join(escape(c) for c in report.mismatched)
     )
+    if documents:
+        owners = ", ".join(repr(o) if o else "the installation's" for o in sorted(documents))
+        out.print(
+            f"settings: {owners} ({settings} copied, {len(documents) - settings} already there)",
+            soft_wrap=True,
+        )
     if report.mismatched:
         raise typer.Exit(1)

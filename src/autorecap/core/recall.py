@@ -28,13 +28,15 @@ from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter
-from autorecap.core.words import STOPWORDS
+from autorecap.core.words import STOPWORDS, stems
 from autorecap.settings import Settings
 
 RECALL_KEY = "auto_recap_memory_recall"
 """The recall tier's slot."""
 PIECE_TOKENS = 120
 """The longest piece: a long message is cut to its sentences that match the query."""
+ANSWER_TOKENS = 40
+"""The longest answer taken from the message after a recalled question (`_answer_after`)."""
 MOST_WORDS = 24
 """A query keeps at most this many words (a long message asks about a few things at once)."""
 REPEAT_SHARE = 0.8
@@ -51,6 +53,9 @@ _ASKING = frozenset(
     """.split()
 )
 """Words of asking rather than of what is asked about."""
+_NAMING_CUE = re.compile(r"\b(called|named)\s*[?!.]*\s*$", re.I)
+"""The word that asks for a name at the end of a question ("what is the hen called?"): not
+what the question is about."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ def query_words(text: str) -> list[str]:
     """The words of a query worth searching for, in order, each once: no stopwords or words
     of asking; a code such as "14-02-27" stays whole."""
     found: list[str] = []
+    text = "\n".join(_NAMING_CUE.sub("", line) for line in text.splitlines())
     for match in _WORD.finditer(text.lower()):
         word = _POSSESSIVE.sub("", match.group(0).strip("'’.:/-"))  # "Vane's" asks of Vane
         plain = word.replace("'", "").replace("’", "")
@@ -135,9 +141,10 @@ def recall_pieces(
     wanted = answer_kinds(query)
     known_words = _words(known)
     ends = list(breaks) if breaks is not None else break_indexes(messages)
+    given: set[int] = set()  # messages said already: in a piece, or as an answer in one
     pieces: list[RecallPiece] = []
     for index, score in hits:
-        if not 0 <= index < len(messages):
+        if not 0 <= index < len(messages) or index in given:
             continue
         message = messages[index]
         for kind, text in _texts(message):
@@ -151,7 +158,15 @@ def recall_pieces(
             excerpt = _excerpt(text, asked, counter, wanted)
             scene = bisect.bisect_left(ends, index) + 1  # breaks end scenes: theirs included
             source = _source(message, index, scene, kind)
+            # The answer after a recalled question goes with it (and not again on its own).
+            if kind == "message" and index + 1 < len(messages) and index + 1 not in given:
+                answered = _answer_after(excerpt, asked, messages[index + 1], counter, wanted)
+                if answered:
+                    excerpt = f"{excerpt} → {answered}"
+                    source = source.replace(f"#{index}", f"#{index}-{index + 1}", 1)
+                    given.add(index + 1)
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
+            given.add(index)
             break
     return pieces
 
@@ -196,13 +211,14 @@ def _texts(message: Message) -> list[tuple[str, str]]:
 @lru_cache(maxsize=4096)
 def _words(text: str) -> frozenset[str]:
     """A text's words as the index reads them: runs of letters and digits, lower case, accents
-    folded ("Kessler's" holds "kessler", "14/02/27" holds "14", "02" and "27"). Cached: the
-    running recap and the same old messages are read again turn after turn."""
+    folded, stemmed ("Kessler's" holds "kessler", "counting" holds "count", "14/02/27" holds
+    "14", "02" and "27"). Cached: the running recap and the same old messages are read again
+    turn after turn."""
     plain = text.lower()
     if not plain.isascii():
         folded = unicodedata.normalize("NFKD", plain)
         plain = "".join(c for c in folded if not unicodedata.combining(c))
-    return frozenset(_TOKEN.findall(plain)) - STOPWORDS
+    return frozenset(stems(set(_TOKEN.findall(plain)) - STOPWORDS))
 
 
 def _asked(query: str) -> frozenset[str]:
@@ -304,6 +320,36 @@ def _holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) 
     if wanted & {"name", "place"}:
         return any(not (asked & _words(m.group(0))) for m in _CAPITALISED.finditer(sentence))
     return False
+
+
+def _answer_after(
+    excerpt: str,
+    asked: frozenset[str],
+    following: Message,
+    counter: TokenCounter,
+    wanted: frozenset[str],
+) -> str:
+    """When the matched part of a message asks a question about what is asked now ("What did
+    Fell owe us?"), the start of the next message, which answers it ("That comes to four
+    silver and six pence"), though it shares no word with the query: its first sentence that
+    holds the kind of answer wanted, else its first, within `ANSWER_TOKENS`. "" otherwise, and
+    when the next message is in the prompt or by the same speaker."""
+    asks = any(s.rstrip().endswith("?") and asked & _words(s) for s in _SENTENCE.split(excerpt))
+    if not asks or not _hidden(following):
+        return ""
+    plain = " ".join(_MARKUP.sub("", _text(following)).split())
+    sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
+    if not sentences:
+        return ""
+    chosen = next(
+        (s for s in sentences[:3] if wanted and _holds_answer(s, wanted, asked)), sentences[0]
+    )
+    if counter.count(chosen) <= ANSWER_TOKENS:
+        return chosen
+    words = chosen.split()
+    while words and counter.count(" ".join(words)) + 1 > ANSWER_TOKENS:
+        words = words[: max(1, len(words) * 3 // 4)]
+    return " ".join(words) + "…"
 
 
 def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:

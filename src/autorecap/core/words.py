@@ -1,9 +1,28 @@
-"""Words that carry no content: what a recap's selection and a recall query both skip.
+"""Words that carry no content: what a recap's selection and a recall query both skip; and
+word stems, as the recall index reads words.
 
-May import: nothing of autorecap.
+May import: nothing of autorecap; Stemmer (PyStemmer).
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+import Stemmer
+
+_LOCAL = threading.local()
+
+
+def stems(words: Iterable[str]) -> list[str]:
+    """Each word's stem by Porter's algorithm, as the recall index's tokenizer (SQLite FTS5's
+    `porter`) stems it: "counting" and "count" are one word to a search. Lower-case words in,
+    in order."""
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:  # a Stemmer is not to be shared between threads
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("porter")
+    return list(stemmer.stemWords(list(words)))
+
 
 STOPWORDS = frozenset(
     """

@@ -152,6 +152,17 @@ class JobQueue:
         result: list[int] = self.store.run(work)
         return result
 
+    def targets_with_jobs(self, kind: str, chat_id: str, targets: Sequence[int]) -> set[int]:
+        """Which of `targets` have a job of this kind that was not cancelled: waiting, done,
+        or failed (a copy of the chat read before a job finished does not show its effect)."""
+        numbers = sorted(set(targets))
+
+        def work(db: Db) -> set[int]:
+            return set(_jobs_by_target(db, kind, chat_id, numbers, "AND state <> 'cancelled'"))
+
+        result: set[int] = self.store.read(work) if numbers else set()
+        return result
+
     # --- working -------------------------------------------------------------------------------
 
     def claim(self) -> Job | None:
@@ -487,10 +498,21 @@ def _waiting(
         if row is not None:
             found[None] = row[0]
     numbers = sorted({t for t in targets if t is not None})
+    for target, job_id in _jobs_by_target(db, kind, chat_id, numbers, waiting).items():
+        found[target] = job_id
+    return found
+
+
+def _jobs_by_target(
+    db: Db, kind: str, chat_id: str, numbers: Sequence[int], states: str
+) -> dict[int, int]:
+    """A job of this kind and chat, in the `states` (an SQL condition), for each of the
+    message ids `numbers` that has one: `target IN (...)`, in parts."""
+    found: dict[int, int] = {}
     for marks, part in in_parts(numbers):
         rows = db.execute(
             f"SELECT target, id FROM jobs WHERE kind = ? AND chat_id = ? "
-            f"AND target IN ({marks}) {waiting}",
+            f"AND target IN ({marks}) {states}",
             (kind, chat_id, *part),
         ).fetchall()
         found.update(dict(rows))

@@ -30,7 +30,7 @@ from autorecap.jobs.context import ChatMovedError, WorkerStats
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.pacing import pausing
-from autorecap.profiles import Profiles
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.base import Db
@@ -85,6 +85,7 @@ class Worker:
         self.stats = WorkerStats()
         self._chats: dict[str, Chat] = {}
         self._settings: dict[str, Settings] = {}
+        self._settings_version = 0
         self._backends: dict[str, RecapBackend] = {}
         # A server shares its in-memory chats (and their lock) with its worker: one object per
         # chat, so that neither overwrites the other's changes with an old copy.
@@ -404,16 +405,24 @@ class Worker:
         if self.settings_source is not None:
             return self.settings_source(chat)
         with self._lock:
+            version = self.queue.store.settings_version()
+            if version != self._settings_version:
+                # Settings saved to a store that keeps them (another machine's change): the
+                # chats' settings are read again.
+                self._settings.clear()
+                self._settings_version = version
             found = self._settings.get(chat.id)
             if found is None:
                 if self.fixed_settings is not None:
                     found = self.fixed_settings
                 else:
-                    profiles = (
-                        self.profiles_for(chat.id)
-                        if self.profiles_for is not None
-                        else self.profiles or Profiles()
-                    )
+                    if self.profiles_for is not None:
+                        profiles = self.profiles_for(chat.id)
+                    else:
+                        if self.profiles is None:
+                            self.profiles = profiles_of("", self.queue.store)
+                        profiles = self.profiles
+                    profiles.reload()
                     found = profiles.settings_for(chat.id, character_key_of(chat))
                 self._settings[chat.id] = found
             return found

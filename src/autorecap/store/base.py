@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autorecap.core.model import Chat, Message
+from autorecap.store.migrations import StoreError
 
 
 class Rows(Protocol):
@@ -156,6 +157,32 @@ class ChatStore(ABC):
     @abstractmethod
     def forget(self, chat_id: str) -> None:
         """Let go of what the store remembers of a chat whose copy in memory is gone."""
+
+    # --- settings ------------------------------------------------------------------------------
+
+    keeps_settings = False
+    """Whether the settings live in this store, shared by every machine on it (PostgreSQL),
+    rather than in files in `$AUTORECAP_HOME` (SQLite: one machine). See
+    `autorecap.profiles.profiles_of`."""
+
+    def read_settings(self, owner: str) -> tuple[str, int] | None:
+        """An owner's settings document ("": the installation's) and its revision; None when
+        none is saved."""
+        raise StoreError("this store keeps no settings: they are in $AUTORECAP_HOME's files")
+
+    def write_settings(self, owner: str, text: str, rev: int | None) -> int:
+        """Replace an owner's settings document if it is still at `rev` (None: there is none
+        yet); returns the new revision. Else `SettingsConflictError` (`store.migrations`): read
+        it again."""
+        raise StoreError("this store keeps no settings: they are in $AUTORECAP_HOME's files")
+
+    def settings_owners(self) -> list[str]:
+        """Every owner with a saved settings document."""
+        return []
+
+    def settings_version(self) -> int:
+        """A number that moves whenever any connection saves settings (a cheap look first)."""
+        return 0
 
     def search(self, chat_id: str, query: str, limit: int = 50) -> list[tuple[int, float]]:
         """The chat's messages that best match `query`, best first: (message id, score),

@@ -5,6 +5,9 @@
   `postgresql://user@/dbname?host=/run/postgresql`): PostgreSQL;
 - `sqlite:///relative/file.db`, `sqlite:////absolute/file.db`, or a plain path: SQLite.
 
+`$AUTORECAP_DB_LISTEN` gives PostgreSQL's listening connection a URL of its own (see
+`LISTEN_ENV`).
+
 May import: store.
 """
 
@@ -17,6 +20,9 @@ from autorecap.store.base import ChatStore
 from autorecap.store.migrations import StoreError
 
 ENV = "AUTORECAP_DB"
+LISTEN_ENV = "AUTORECAP_DB_LISTEN"
+"""A second PostgreSQL URL for the connection that listens for other processes' saves, where
+`--db` goes through a pooler in transaction mode (PgBouncer): straight to the server."""
 _POSTGRES = ("postgresql://", "postgres://")
 _SQLITE = "sqlite://"
 
@@ -54,7 +60,7 @@ def open_store(db: str | Path | None = None, *, durable: bool = True) -> ChatSto
     if isinstance(where, str):
         from autorecap.store.postgres import PostgresStore  # only where PostgreSQL is asked for
 
-        return PostgresStore(where)
+        return PostgresStore(where, listen_url=os.environ.get(LISTEN_ENV) or None)
     from autorecap.store.sqlite import SQLiteStore
 
     return SQLiteStore(where, synchronous="FULL" if durable else "NORMAL")

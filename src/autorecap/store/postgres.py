@@ -8,7 +8,9 @@ The store's logic is `autorecap.store.sql`; here are PostgreSQL's parts:
 - every save notifies the others (`NOTIFY autorecap_changes` with the chat's id, delivered at
   commit); `data_version` counts the notices other connections sent, heard on a connection of
   its own that `LISTEN`s (`Listener`), so a server learns of another's saves without polling;
-- recall searches the `tsvector` index (`postgres_migrations`), ranked by `ts_rank`.
+- recall searches the `tsvector` index (`postgres_migrations`), ranked by `ts_rank`;
+- the settings live here too (a row per owner, saved only over the revision it was read at,
+  announced on `autorecap_settings`), so every machine runs with the same ones.
 
 May import: core, stfiles, store, psycopg, psycopg_pool.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -29,13 +32,15 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from autorecap.core.recall import query_words
 from autorecap.store.base import Db, Rows
-from autorecap.store.migrations import StoreError
+from autorecap.store.migrations import SettingsConflictError, StoreError
 from autorecap.store.postgres_migrations import apply_migrations
 from autorecap.store.search import rarest
 from autorecap.store.sql import HIGHEST_REV, SqlStore
 
 log = logging.getLogger("autorecap.store")
 CHANNEL = "autorecap_changes"
+SETTINGS_CHANNEL = "autorecap_settings"
+"""Where a settings save is announced (its payload: the owner)."""
 POOL_SIZE = 10
 """Connections a process keeps at most: a server's request threads and worker threads share
 them. Many processes on one database call for a pooler in front (docs/SCALING.md)."""
@@ -95,9 +100,14 @@ class PostgresStore(SqlStore):
     dialect = "postgresql"
     lock_chat = " FOR UPDATE"
 
-    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = POOL_SIZE, listen_url: str | None = None
+    ) -> None:
         super().__init__()
         self.url = url
+        self.listen_url = listen_url or url
+        """Where the listening connection goes: behind a pooler in transaction mode, which
+        `LISTEN` does not survive, straight to PostgreSQL (`$AUTORECAP_DB_LISTEN`)."""
         self.name = redacted(url)
         self._own: set[int] = set()
         """The backend ids of this store's pooled connections: their notices are our own."""
@@ -179,16 +189,62 @@ class PostgresStore(SqlStore):
     def data_version(self) -> int:
         """Counts the saves other connections notified since this store started listening
         (it starts at the first call)."""
+        return self._listening().version
+
+    def _listening(self) -> Listener:
+        """The listener, started at the first question (a command that only reads or writes
+        once has no use for one)."""
         with self._listener_lock:
             if self._listener is None:
-                self._listener = Listener(self.url, self._own)
-        return self._listener.version
+                self._listener = Listener(self.listen_url, self._own)
+            return self._listener
 
     def changed_chats(self) -> set[str] | None:
         """The chats other connections saved since the last call (None: unknown, as after the
         listener reconnected: look at every chat)."""
         listener = self._listener
         return listener.take_changed() if listener is not None else None
+
+    # --- settings ----------------------------------------------------------------------------
+
+    keeps_settings = True
+
+    def read_settings(self, owner: str) -> tuple[str, int] | None:
+        with self._reading() as db:
+            row = db.execute("SELECT data, rev FROM settings WHERE owner = ?", (owner,)).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def write_settings(self, owner: str, text: str, rev: int | None) -> int:
+        with self._writing() as db:
+            if rev is None:
+                row = db.execute(
+                    "INSERT INTO settings (owner, data, rev, updated_at) VALUES (?, ?, 1, ?) "
+                    "ON CONFLICT (owner) DO NOTHING RETURNING rev",
+                    (owner, text, time.time()),
+                ).fetchone()
+            else:
+                row = db.execute(
+                    "UPDATE settings SET data = ?, rev = rev + 1, updated_at = ? "
+                    "WHERE owner = ? AND rev = ? RETURNING rev",
+                    (text, time.time(), owner, rev),
+                ).fetchone()
+            if row is None:
+                raise SettingsConflictError(
+                    f"the settings of {owner or 'the installation'!r} were changed elsewhere "
+                    "meanwhile"
+                )
+            db.execute("SELECT pg_notify(?, ?)", (SETTINGS_CHANNEL, owner))
+        return int(row[0])
+
+    def settings_owners(self) -> list[str]:
+        with self._reading() as db:
+            rows = db.execute("SELECT owner FROM settings ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def settings_version(self) -> int:
+        """Counts every settings notice heard, this process's own too (another object of
+        this process may hold the owner's settings)."""
+        return self._listening().settings_version
 
     # --- recall ----------------------------------------------------------------------------
 
@@ -228,6 +284,7 @@ class Listener:
         self.url = url
         self.own = own
         self.version = 0
+        self.settings_version = 0
         self._changed: set[str] | None = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -250,9 +307,14 @@ class Listener:
             try:
                 with psycopg.connect(self.url, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {SETTINGS_CHANNEL}")
                     self._ready.set()
                     while not self._stop.is_set():
                         for notice in conn.notifies(timeout=self.WAIT_S):
+                            if notice.channel == SETTINGS_CHANNEL:
+                                with self._lock:
+                                    self.settings_version += 1
+                                continue
                             if notice.pid in self.own:
                                 continue
                             with self._lock:
@@ -262,6 +324,7 @@ class Listener:
             except psycopg.Error as error:
                 with self._lock:
                     self.version += 1
+                    self.settings_version += 1
                     self._changed = None
                 log.warning("listening for other servers' saves failed (%s); again in 1 s", error)
                 self._ready.set()

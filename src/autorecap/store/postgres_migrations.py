@@ -189,10 +189,34 @@ def _m003_recall_index(conn: psycopg.Connection) -> None:
     conn.execute("CREATE INDEX messages_recall ON messages USING gin (recall)")
 
 
+def _m004_settings(conn: psycopg.Connection) -> None:
+    # Each owner's settings document (`autorecap.profiles`), one row per API key's owner ("":
+    # the installation's own), so every machine on this database runs with the same ones.
+    conn.execute(
+        "CREATE TABLE settings (owner TEXT PRIMARY KEY, data TEXT NOT NULL, "
+        "rev BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)"
+    )
+
+
+def _m005_stemmed_recall_index(conn: psycopg.Connection) -> None:
+    # Words stemmed, as the SQLite index stems them (PostgreSQL's stemmer is Snowball's
+    # English, the successor of the SQLite index's Porter), accents still folded where
+    # unaccent is there; then every row indexed again.
+    folded = conn.execute("SELECT 1 FROM pg_ts_dict WHERE dictname = 'unaccent'").fetchone()
+    dictionaries = "unaccent, english_stem" if folded else "english_stem"
+    conn.execute(
+        "ALTER TEXT SEARCH CONFIGURATION autorecap ALTER MAPPING FOR asciiword, asciihword, "
+        f"hword_asciipart, word, hword, hword_part WITH {dictionaries}"
+    )
+    conn.execute("UPDATE messages SET data = data")
+
+
 MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration(1, "chats", _m001_chats),
     PgMigration(2, "jobs", _m002_jobs),
     PgMigration(3, "recall index", _m003_recall_index),
+    PgMigration(4, "settings", _m004_settings),
+    PgMigration(5, "stemmed recall index", _m005_stemmed_recall_index),
 )
 """Every migration, in order. The schema version of a database is its last applied number."""
 

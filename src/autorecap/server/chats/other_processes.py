@@ -57,6 +57,8 @@ class OpenChats(Protocol):
 
     def idle(self) -> bool: ...
 
+    def reload_settings(self) -> int: ...
+
 
 class Outside:
     """One registry's view of the other processes' saves (see the module docstring)."""
@@ -64,6 +66,7 @@ class Outside:
     def __init__(self, registry: OpenChats) -> None:
         self._registry = registry
         self._version: int | None = None
+        self._settings_version = 0
         self.pulls = 0
         """Chats read in so far (for tests and benchmarks)."""
 
@@ -141,6 +144,15 @@ class Outside:
                 count += 1
         return count
 
+    def settings_changed(self) -> int:
+        """Run the open chats whose owner's settings another process changed with the new
+        ones (stores that keep settings: PostgreSQL). Returns how many chats."""
+        version = self._registry.store.settings_version()
+        if version == self._settings_version:
+            return 0
+        self._settings_version = version
+        return self._registry.reload_settings()
+
     def watch(self, stop: threading.Event) -> None:
         """Poll until `stop` is set (the server runs this on a thread of its own). The
         refreshes put off are made when no request is being answered, or at the latest after
@@ -149,6 +161,7 @@ class Outside:
         while not stop.wait(POLL_S):
             try:
                 self.pull_changed()
+                self.settings_changed()
                 if self._registry.idle() or time.monotonic() - caught_up > CATCH_UP_S:
                     self._registry.freshness.catch_up()
                     caught_up = time.monotonic()

@@ -25,7 +25,7 @@ from autorecap.core.slots import SCENE_KEY, SHORT_KEY
 from autorecap.errors import AutorecapError
 from autorecap.jobs.queue import JobQueue
 from autorecap.jobs.runner import Worker
-from autorecap.profiles import Profiles, owner_settings_file
+from autorecap.profiles import Profiles, profiles_of
 from autorecap.recap.backend import RecapBackend
 from autorecap.server.access import owner_of
 from autorecap.server.chats.activity import Traffic
@@ -66,7 +66,7 @@ class ChatRegistry:
     ) -> None:
         self.store = store
         self.queue = queue
-        self.profiles = profiles or Profiles()
+        self.profiles = profiles or profiles_of("", store)
         self.keys_on = keys_on
         self.context_size = context_size
         self.queue_recaps = queue_recaps
@@ -101,12 +101,13 @@ class ChatRegistry:
     # --- the chats ---------------------------------------------------------------------------
 
     def profiles_for(self, owner: str) -> Profiles:
-        """An owner's settings file: the installation's own when access control is off, else
-        `$AUTORECAP_HOME/users/<owner>/settings.json`, so no key changes another's settings."""
+        """An owner's settings: the installation's own when access control is off, else the
+        owner's (`profiles.profiles_of`: in the store when it keeps settings, else in
+        `$AUTORECAP_HOME/users/<owner>/settings.json`), so no key changes another's settings."""
         with self._guard:
             found = self._owner_profiles.get(owner)
             if found is None:
-                found = Profiles(owner_settings_file(owner))
+                found = profiles_of(owner, self.store)
                 self._owner_profiles[owner] = found
             return found
 
@@ -347,6 +348,24 @@ class ChatRegistry:
                 yield session
             finally:
                 self._save(chat_id)
+
+    def reload_settings(self) -> int:
+        """Read again each owner's settings that another process changed (a look in memory
+        when nothing did), and run their open chats with them. Returns how many chats."""
+        with self._guard:
+            owners = dict(self._owner_profiles)
+        moved = {owner for owner, profiles in owners.items() if profiles.reload()}
+        count = 0
+        for chat_id in self.sessions() if moved else ():
+            if owner_of(chat_id, self.keys_on) not in moved:
+                continue
+            try:
+                with self.edit(chat_id) as session:
+                    session.reload_settings()
+                count += 1
+            except AutorecapError as error:  # deleted meanwhile, or the store busy
+                log.warning("chat %r could not take the new settings: %s", chat_id, error)
+        return count
 
     def read_again(self, chat_id: str) -> None:
         """Drop the in-memory copy of a chat that another process reshaped (added or removed

@@ -312,12 +312,25 @@ class ProxyChats(ChatRegistry):
             touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
             if not self.queue_recaps or not (touched or turn.replayed):
                 return
-            # A turn done again after another server's save may find its messages saved by
-            # a save that queued nothing for them: then every message never recapped (a job
-            # already waiting for one is not queued twice).
             if turn.replayed:
-                touched = [m for m in session.chat.messages if get_data(m, "memory") is None]
+                touched = self._never_queued(session, touched)
             enqueue_pipeline(self.queue, session.chat, session.settings, touched)
+
+    def _never_queued(self, session: Session, touched: list[Message]) -> list[Message]:
+        """What a turn done again queues: its own messages, and those of the stored chat with
+        no recap and no recap job. Its messages may have been saved by another server's save
+        that queued nothing for them; a job finished after the chat was read shows no recap
+        in this copy yet, and is not queued twice."""
+        own = {id(m) for m in touched}
+        bare = [
+            m
+            for m in session.chat.messages
+            if m.id is not None and id(m) not in own and get_data(m, "memory") is None
+        ]
+        queued = self.queue.targets_with_jobs(
+            "message_recap", session.chat.id, [m.id for m in bare if m.id is not None]
+        )
+        return [*touched, *(m for m in bare if m.id not in queued)]
 
     def settle_later(self, turn: Turn) -> None:
         """`settle` on the saver thread, off the reply path; saves stay in order."""
