@@ -6,7 +6,7 @@ from rich.markup import escape
 
 from autorecap.autosave import install_signal_handlers
 from autorecap.cli import files, jobs, memory, recap, serve, settings, store
-from autorecap.cli._app import app, err, out
+from autorecap.cli._app import app, close_command_stores, err, out
 from autorecap.errors import AutorecapError
 from autorecap.paths import HOME_ENV, autorecap_home
 
@@ -28,3 +28,5 @@ def main(argv: list[str] | None = None) -> None:
     except AutorecapError as error:
         err.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
         raise SystemExit(1) from None
+    finally:
+        close_command_stores()

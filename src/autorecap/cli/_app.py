@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 
@@ -32,14 +31,20 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
+_OPENED: list[ChatStore] = []
+
+
 def command_store(db: str | None) -> ChatStore:
-    """The store `--db` names (`open_store`), closed when the command ends (a PostgreSQL store
-    holds connections and a listening thread)."""
+    """The store `--db` names (`open_store`), closed when the command ends (`main` calls
+    `close_command_stores`: a PostgreSQL store holds connections and a listening thread)."""
     store = open_store(db)
-    command = click.get_current_context(silent=True)
-    if command is not None:
-        command.call_on_close(store.close)
+    _OPENED.append(store)
     return store
+
+
+def close_command_stores() -> None:
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 def profiles_at(db: str | None) -> Profiles:
