@@ -37,16 +37,24 @@ search of a 10,000-message chat under 5 ms at the median with the stemmed index,
 much as eight on the evaluation's questions (`bench/bench_recall.py`, `autorecap eval`)."""
 
 
+COMMON_ZIPF = 5.75
+"""Words at least this common in English ("look", "know", "time": one in 1,800 words or more)
+are left out of a search that has others: they tell a message apart from another little, and
+each makes the index read a long list of rows."""
+
+
 def rarest(words: list[str], most: int = SEARCHED_WORDS) -> list[str]:
     """The `most` rarest of `words` in English (a word with a digit, a code, first), in the
-    query's order; one form of each word (the index finds its other forms: its stem)."""
+    query's order; one form of each word (the index finds its other forms: its stem), and no
+    very common one unless nothing else is asked (`COMMON_ZIPF`)."""
     seen: set[str] = set()
     distinct = []
     for word, stem in zip(words, stems(words), strict=True):
         if stem not in seen:
             seen.add(stem)
             distinct.append(word)
-    words = distinct
+    telling = [w for w in distinct if _commonness(w) < COMMON_ZIPF]
+    words = telling or distinct
     if len(words) <= most:
         return words
     kept = set(sorted(words, key=_commonness)[:most])
