@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
+import psycopg
 import pytest
 
 from autorecap.jobs.queue import JobQueue
@@ -20,7 +21,7 @@ from autorecap.profiles import Profiles, profiles_of
 from autorecap.recap.backends import make_backend
 from autorecap.server.proxy.turns import ProxyChats
 from autorecap.settings import SettingsError
-from autorecap.store import ChatStore, open_store
+from autorecap.store import ChatStore, StoreError, open_store
 from autorecap.testing import generate_chat
 from tests.test_cli import run
 
@@ -232,3 +233,120 @@ def test_store_copy_never_replaces_settings_already_there(
     assert (code, err) == (0, "")
     assert "settings:" not in out
     assert Profiles().get("recall_max_tokens") == 222
+
+
+# --- what a review found ----------------------------------------------------------------------
+
+
+def test_a_change_read_elsewhere_first_still_reaches_the_open_chats(postgres_url: str) -> None:
+    stores = [open_store(postgres_url) for _ in range(2)]
+    first, second = (ProxyChats(store, JobQueue(store)) for store in stores)
+    try:
+        second.finish(second.begin("tavern", request("Hello.")), "Hi.")
+        opened = second.session("tavern", create=False)
+        heard = stores[1].settings_version()
+        first.profiles_for("").set("recall_max_tokens", 654)
+        assert eventually(lambda: stores[1].settings_version() != heard)
+        # Before the watcher looks, another chat opened there reads the new settings...
+        second.finish(second.begin("other", request("Yo.")), "Hey.")
+        assert second.session("other", create=False).settings.recall_max_tokens == 654
+        # ...which must not keep them from the chat already open.
+        second.outside.settings_changed()
+        assert opened.settings.recall_max_tokens == 654
+    finally:
+        first.close()
+        second.close()
+        for store in stores:
+            store.close()
+
+
+def test_a_change_saved_while_the_listener_reconnects_is_read(postgres_url: str) -> None:
+    here_store, there_store = open_store(postgres_url), open_store(postgres_url)
+    try:
+        here, there = profiles_of("", here_store), profiles_of("", there_store)
+        there.get("recall_max_tokens")
+        before = there_store.settings_version()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            pids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN autorecap_settings%'"
+                )
+            ]
+            conn.execute("SELECT pg_terminate_backend(%s)", (max(pids),))  # there's listener
+        assert eventually(lambda: there_store.settings_version() != before)
+        there.reload()  # reads at the break...
+        here.set("recall_max_tokens", 555)  # ...and this is saved before it listens again
+        assert eventually(lambda: there.reload() and there.get("recall_max_tokens") == 555, 5)
+    finally:
+        here_store.close()
+        there_store.close()
+
+
+def test_a_change_made_of_another_change_keeps_the_other_machines(
+    two_machines: tuple[ChatStore, ChatStore],
+) -> None:
+    here, there = (profiles_of("", store) for store in two_machines)
+    there.get("chats_enabled")
+    here.set_chat_enabled("chat-B", True)
+    there.place.changed = lambda: False  # type: ignore[method-assign]
+    there.set_chat_enabled("chat-A", True)  # made of `set`: read anew as a whole
+    fresh = profiles_of("", two_machines[0])
+    assert fresh.get("chats_enabled") == {"chat-A": True, "chat-B": True}
+
+
+def test_a_change_that_could_not_be_saved_is_not_kept(
+    two_machines: tuple[ChatStore, ChatStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = two_machines[0]
+    profiles = profiles_of("", store)
+    before = profiles.get("recall_max_tokens")
+
+    def unreachable(*args: object) -> int:
+        raise StoreError("the database is unreachable")
+
+    monkeypatch.setattr(store, "write_settings", unreachable)
+    with pytest.raises(StoreError, match="unreachable"):
+        profiles.set("recall_max_tokens", 999)
+    assert profiles.get("recall_max_tokens") == before
+    monkeypatch.undo()
+    profiles.set("scene_max_messages", 7)  # a later change saves only itself
+    assert profiles_of("", two_machines[1]).get("recall_max_tokens") == before
+
+
+def test_commands_on_a_stored_chat_read_the_settings_autorecap_db_names(
+    postgres_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(postgres_url)
+    store.import_chat(generate_chat(6, seed=2, chat_id="one"))
+    store.close()
+    monkeypatch.setenv("AUTORECAP_DB", postgres_url)
+    assert run(capsys, "settings", "set", "context_size", "3333")[0] == 0
+    code, _, err = run(capsys, "inject", "one")
+    assert code == 0
+    assert "of 3333" in " ".join(err.split())
+
+
+def test_store_copy_refuses_settings_that_do_not_read(
+    tmp_path: Path, postgres_url: str, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = open_store(str(tmp_path / "a.db"))
+    source.import_chat(generate_chat(4, seed=1, chat_id="one"))
+    source.close()
+    (home / "settings.json").write_text(
+        json.dumps({"profiles": {"Default": {"recall_max_tokens": -5}}})
+    )
+    code, _, err = run(
+        capsys, "store", "copy", "--from", str(tmp_path / "a.db"), "--to", postgres_url
+    )
+    assert code == 1
+    said = " ".join(err.split())
+    assert "the source's settings of the installation" in said
+    assert "recall_max_tokens" in said
+    assert "--no-settings" in said
+    target = open_store(postgres_url)
+    try:
+        assert target.list_chats() == []
+        assert target.settings_owners() == []
+    finally:
+        target.close()

@@ -10,6 +10,7 @@ was loaded): seed 002's `auto_load_profile()`.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import threading
@@ -79,22 +80,34 @@ def _locked(method: F) -> F:
 
 def _change(method: F) -> F:
     """A change (the method saves): made on the settings as saved now, and made again on them
-    read anew when another process saved in between (`SettingsConflictError`)."""
+    read anew when another process saved in between (`SettingsConflictError`). A change that
+    fails otherwise is undone in memory too. A change made inside another (`set_chat_enabled`
+    calls `set`) is part of it: the outer one reads and retries."""
 
     @functools.wraps(method)
     def wrapper(self: Profiles, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            for attempt in range(CHANGE_TRIES):
-                self.reload()
-                try:
-                    return method(self, *args, **kwargs)
-                except SettingsConflictError:
-                    self._data = self._load()  # the change made in memory is undone
-                    if attempt == CHANGE_TRIES - 1:
-                        raise SettingsError(
-                            f"{self.place.where} kept changing while this change was made: "
-                            "try again"
-                        ) from None
+            if self._changing:
+                return method(self, *args, **kwargs)
+            self._changing = True
+            try:
+                for attempt in range(CHANGE_TRIES):
+                    self.reload()
+                    before = copy.deepcopy(self._data)
+                    try:
+                        return method(self, *args, **kwargs)
+                    except SettingsConflictError:
+                        self._data = self._load()  # read anew: the change is made on them
+                        if attempt == CHANGE_TRIES - 1:
+                            raise SettingsError(
+                                f"{self.place.where} kept changing while this change was "
+                                "made: try again"
+                            ) from None
+                    except BaseException:
+                        self._data = before  # not saved: not kept
+                        raise
+            finally:
+                self._changing = False
             raise AssertionError("unreachable")
 
     return wrapper  # type: ignore[return-value]
@@ -111,6 +124,9 @@ class Profiles:
         self.place = place
         self.path = place.path if isinstance(place, SettingsFile) else None
         """The settings file (None when the settings are kept in the store)."""
+        self._changing = False
+        self.loads = 0
+        """How many times the settings were read (what was made from older ones is stale)."""
         self._data = self._load()
 
     # --- reading -----------------------------------------------------------------------------
@@ -285,18 +301,17 @@ class Profiles:
         return profile  # type: ignore[no-any-return]
 
     def _load(self) -> dict[str, Any]:
+        self.loads += 1
         where = self.place.where
         try:
             text = self.place.read()
             data = json.loads(text) if text is not None else None
         except (OSError, ValueError) as error:
-            raise SettingsError(
-                f"cannot read {where} ({error}); fix it, or move it away to start from the defaults"
-            ) from None
+            raise SettingsError(f"cannot read {where} ({error}); {self.place.remedy}") from None
         if data is None:
             return _empty()
         if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):
-            raise SettingsError(f"{where} holds no autorecap settings; move it away to start over")
+            raise SettingsError(f"{where} holds no autorecap settings; {self.place.remedy}")
         merged = _empty()
         merged.update(data)
         merged["profiles"].setdefault(DEFAULT_PROFILE, {})
@@ -304,7 +319,9 @@ class Profiles:
             try:
                 make_settings({**values, **merged["global"]})
             except SettingsError as error:
-                raise SettingsError(f"{where}, profile {name!r}: {error}") from None
+                raise SettingsError(
+                    f"{where}, profile {name!r}: {error}; {self.place.remedy}"
+                ) from None
         return merged
 
     def document(self) -> str:

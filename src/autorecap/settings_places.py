@@ -38,6 +38,8 @@ def owner_settings_file(owner: str) -> Path:
 class SettingsPlace(Protocol):
     where: str
     """The place as messages name it."""
+    remedy: str
+    """What to do when what is there cannot be read."""
 
     def read(self) -> str | None:
         """The document (None: none saved yet)."""
@@ -57,6 +59,7 @@ class SettingsFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.where = f'the settings file "{path}"'
+        self.remedy = "fix it, or move it away to start from the defaults"
         self._seen: tuple[int, int, int] | None = None
         self._read = False
 
@@ -97,7 +100,12 @@ class StoredSettings:
         self.store = store
         self.owner = owner
         name = getattr(store, "name", "the store")
-        self.where = f"the settings of {owner or 'the installation'!r} in {name}"
+        whose = f"the owner {owner!r}" if owner else "the installation"
+        self.where = f"the settings of {whose} in {name}"
+        self.remedy = (
+            "fix that row of the settings table, or delete it to start from the defaults "
+            f"(DELETE FROM settings WHERE owner = '{owner}')"
+        )
         self._rev: int | None = None
         self._version: int | None = None
 
@@ -115,6 +123,24 @@ class StoredSettings:
 
     def write(self, text: str) -> None:
         self._rev = self.store.write_settings(self.owner, text, self._rev)
+
+
+class GivenSettings:
+    """A settings document in hand (one `store copy` is about to move), to check it reads."""
+
+    def __init__(self, text: str, where: str) -> None:
+        self.text = text
+        self.where = where
+        self.remedy = "fix it at the source first, or copy with --no-settings"
+
+    def read(self) -> str | None:
+        return self.text
+
+    def changed(self) -> bool:
+        return False
+
+    def write(self, text: str) -> None:
+        raise StoreError(f"{self.where} cannot be changed here")
 
 
 # --- moving settings between installations ---------------------------------------------------
@@ -152,7 +178,9 @@ def put_settings(store: ChatStore, documents: dict[str, str], *, check: bool = F
         if store.keeps_settings:
             row = store.read_settings(owner)
             there = None if row is None else row[0]
-            where = f"the target database's settings of {owner or 'the installation'!r}"
+            where = "the target database's settings of " + (
+                f"the owner {owner!r}" if owner else "the installation"
+            )
         else:
             path = owner_settings_file(owner)
             there = path.read_text(encoding="utf-8") if path.exists() else None

@@ -260,6 +260,9 @@ def test_redacted_hides_only_the_password() -> None:
         "postgresql://u:***@db.example:5433/chats"
     )
     assert redacted("postgresql://u@/chats?host=/run/pg") == "postgresql://u@/chats?host=/run/pg"
+    assert redacted("postgresql://u@db/chats?sslmode=require&password=s3cret") == (
+        "postgresql://u@db/chats?sslmode=require&password=***"
+    )
 
 
 # --- which store --db names ---------------------------------------------------------------------

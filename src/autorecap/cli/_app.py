@@ -47,6 +47,12 @@ def close_command_stores() -> None:
         _OPENED.pop().close()
 
 
+def command_profiles(db: str | None, store: ChatStore | None) -> Profiles:
+    """The installation's settings for a command on `store` (None: on a chat file): the
+    store's when it keeps them, else as `profiles_at` finds them."""
+    return profiles_of("", store) if store is not None else profiles_at(db)
+
+
 def profiles_at(db: str | None) -> Profiles:
     """The installation's settings for a command: in the database `--db` (else
     `$AUTORECAP_DB`) names when it keeps them (PostgreSQL), else in `$AUTORECAP_HOME`'s files

@@ -13,13 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import load_target, target_chat_id
-from autorecap.cli._app import DbOption, app, command_store, err, out, profiles_at
+from autorecap.cli._app import DbOption, app, command_profiles, command_store, err, out, profiles_at
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
 from autorecap.core.recall import set_recall_slot
 from autorecap.errors import AutorecapError
-from autorecap.profiles import Profiles, profiles_of
+from autorecap.profiles import Profiles
 from autorecap.session import Session
 from autorecap.settings import Settings, SettingsError, make_settings, parse_setting_value
 
@@ -81,7 +81,7 @@ def inject(
     store = command_store(db) if db is not None else None
     loaded, _ = load_target(chat, store=store, lenient=lenient)
     settings = _settings_with_overrides(
-        profiles_of("", store), loaded.id, character_key_of(loaded), overrides or []
+        command_profiles(db, store), loaded.id, character_key_of(loaded), overrides or []
     )
     if query is not None:
         settings = settings.model_copy(update={"recall_enabled": True})
@@ -164,7 +164,9 @@ def refresh(chat: _CHAT_ARG, db: DbOption = None) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
     store = command_store(db) if db is not None else None
-    with Session(chat, store=store, save_debounce_ms=60_000) as session:
+    with Session(
+        chat, store=store, profiles=command_profiles(db, store), save_debounce_ms=60_000
+    ) as session:
         result = session.last_result
         assert result is not None
         hidden = sum(c.end - c.start + 1 for c in result.hide_changes if c.hidden)
@@ -201,7 +203,7 @@ def versions(
     loaded, _ = load_target(chat, store=store)
     probe = Session(
         loaded,
-        settings=profiles_of("", store).settings_for(loaded.id, character_key_of(loaded)),
+        settings=command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded)),
     )
     if select is None and edit is None:  # listing reads; it never writes
         _print_versions(probe, as_json)
@@ -217,7 +219,9 @@ def versions(
         if not text:
             raise AutorecapError(f'"{edit}" is empty: write the recap text into it')
         running.edit_version(loaded, text, now_ms=0)  # raises when there is no recap yet
-    with Session(chat, store=store, save_debounce_ms=60_000) as session:
+    with Session(
+        chat, store=store, profiles=command_profiles(db, store), save_debounce_ms=60_000
+    ) as session:
         if select is not None:
             session.select_version(select)
             out.print(f"version {select} is now injected")

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from autorecap.autosave import load_target
-from autorecap.cli._app import DbOption, app, command_store, err, out
+from autorecap.cli._app import DbOption, app, command_profiles, command_store, err, out
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
@@ -33,7 +33,6 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
-from autorecap.profiles import profiles_of
 from autorecap.recap.backends import make_backend
 from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.pipeline import run_pipeline
@@ -91,7 +90,7 @@ def recap(
     store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     stamp = _stamp(loaded.path) if from_file else None
-    settings = profiles_of("", store).settings_for(loaded.id, character_key_of(loaded))
+    settings = command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded))
     engine = make_backend(
         settings,
         backend=backend.value if backend else None,
@@ -303,7 +302,7 @@ def combined_command(
     store = command_store(db) if db is not None else None
     loaded, from_file = load_target(chat, store=store)
     if make:
-        settings = profiles_of("", store).settings_for(loaded.id, character_key_of(loaded))
+        settings = command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded))
         backend = make_backend(settings)
         failures: list[str] = []
         made = update_combined_recap(

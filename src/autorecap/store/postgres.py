@@ -51,8 +51,13 @@ SQLite index weighs its columns (0.8, 1, 1.2; `ts_rank` takes none above 1)."""
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its password (in its user part or as `?password=`), for messages and
+    logs."""
     parts = urlsplit(url)
+    if parts.query:
+        query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+        parts = parts._replace(query=query)
+        url = urlunsplit(parts)
     if parts.password is None:
         return url
     host = parts.hostname or ""
@@ -229,9 +234,9 @@ class PostgresStore(SqlStore):
                     (text, time.time(), owner, rev),
                 ).fetchone()
             if row is None:
+                whose = f"the owner {owner!r}" if owner else "the installation"
                 raise SettingsConflictError(
-                    f"the settings of {owner or 'the installation'!r} were changed elsewhere "
-                    "meanwhile"
+                    f"the settings of {whose} were changed elsewhere meanwhile"
                 )
             db.execute("SELECT pg_notify(?, ?)", (SETTINGS_CHANNEL, owner))
         return int(row[0])
@@ -293,6 +298,14 @@ class Listener:
         self._thread.start()
         self._ready.wait(CONNECT_TIMEOUT_S)
 
+    def _missed(self) -> None:
+        """Notices may have been missed: every counter moves, and the chats changed are
+        unknown."""
+        with self._lock:
+            self.version += 1
+            self.settings_version += 1
+            self._changed = None
+
     def take_changed(self) -> set[str] | None:
         with self._lock:
             changed, self._changed = self._changed, set()
@@ -303,11 +316,16 @@ class Listener:
         self._thread.join(CONNECT_TIMEOUT_S)
 
     def _listen(self) -> None:
+        connected = False
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     conn.execute(f"LISTEN {SETTINGS_CHANNEL}")
+                    if connected:
+                        # Listening again: what was saved while it was not is unknown.
+                        self._missed()
+                    connected = True
                     self._ready.set()
                     while not self._stop.is_set():
                         for notice in conn.notifies(timeout=self.WAIT_S):
@@ -322,10 +340,7 @@ class Listener:
                                 if self._changed is not None:
                                     self._changed.add(notice.payload)
             except psycopg.Error as error:
-                with self._lock:
-                    self.version += 1
-                    self.settings_version += 1
-                    self._changed = None
+                self._missed()
                 log.warning("listening for other servers' saves failed (%s); again in 1 s", error)
                 self._ready.set()
                 self._stop.wait(1.0)

@@ -71,6 +71,8 @@ class ChatRegistry:
         self.context_size = context_size
         self.queue_recaps = queue_recaps
         self._owner_profiles: dict[str, Profiles] = {"": self.profiles}
+        self._applied_loads: dict[str, int] = {"": self.profiles.loads}
+        """Each owner's settings reads that its open chats run with (`reload_settings`)."""
         self._guard = threading.Lock()  # the dictionaries below, never held for long
         self.open_chats = max(1, open_chats)
         self._locks: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
@@ -109,6 +111,7 @@ class ChatRegistry:
             if found is None:
                 found = profiles_of(owner, self.store)
                 self._owner_profiles[owner] = found
+                self._applied_loads[owner] = found.loads
             return found
 
     def chat_lock(self, chat_id: str) -> Any:
@@ -354,7 +357,14 @@ class ChatRegistry:
         when nothing did), and run their open chats with them. Returns how many chats."""
         with self._guard:
             owners = dict(self._owner_profiles)
-        moved = {owner for owner, profiles in owners.items() if profiles.reload()}
+        moved: set[str] = set()
+        for owner, profiles in owners.items():
+            profiles.reload()
+            # Read again here or anywhere else since (a chat opened, the API): either way the
+            # open chats of the owner run with what was read before.
+            if self._applied_loads.get(owner) != profiles.loads:
+                self._applied_loads[owner] = profiles.loads
+                moved.add(owner)
         count = 0
         for chat_id in self.sessions() if moved else ():
             if owner_of(chat_id, self.keys_on) not in moved:
