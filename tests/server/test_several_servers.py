@@ -79,6 +79,13 @@ def answered_on_a_and_overtaken_on_b(a: ProxyChats, b: ProxyChats) -> Turn:
     return late
 
 
+def each_message_queued_once(registry: ProxyChats) -> None:
+    """Every stored message of the chat has had exactly one recap job queued."""
+    jobs = [j for j in registry.queue.list() if j.kind == "message_recap"]
+    stored = registry.store.load_chat(CHAT)
+    assert sorted(j.target for j in jobs) == sorted(m.id for m in stored.messages)
+
+
 def test_a_turn_saved_after_a_later_turn_of_the_other_server_loses_and_adds_nothing(
     servers: tuple[ProxyChats, ProxyChats],
 ) -> None:
@@ -89,10 +96,7 @@ def test_a_turn_saved_after_a_later_turn_of_the_other_server_loses_and_adds_noth
     expected = [*lines, "By ship?", reply("By ship?"), "When?", reply("When?")]
     assert stored_texts(a) == expected
     assert [m.text for m in a.chat(CHAT).messages] == expected
-    # Every message is queued for its recap once.
-    jobs = [j for j in a.queue.list() if j.kind == "message_recap"]
-    stored = a.store.load_chat(CHAT)
-    assert sorted(j.target for j in jobs) == sorted(m.id for m in stored.messages)
+    each_message_queued_once(a)
 
 
 def test_a_turn_done_again_queues_no_recap_that_already_ran(
@@ -105,9 +109,7 @@ def test_a_turn_done_again_queues_no_recap_that_already_ran(
     while (job := b.queue.claim()) is not None:
         b.queue.complete(job)
     a.settle(late)
-    jobs = [j for j in a.queue.list() if j.kind == "message_recap"]
-    stored = a.store.load_chat(CHAT)
-    assert sorted(j.target for j in jobs) == sorted(m.id for m in stored.messages)
+    each_message_queued_once(a)
 
 
 def test_the_same_request_answered_on_both_servers_is_stored_once(
