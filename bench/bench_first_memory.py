@@ -25,6 +25,7 @@ import httpx
 from _common import report
 from autorecap.evaluation.corpus import from_generated, proxy_view
 from autorecap.testing import generate
+from autorecap.testing.llm import send_json
 from bench_proxy import free_port, wait_until_up
 from loopback import ANSWER
 
@@ -47,12 +48,7 @@ class _Upstream(BaseHTTPRequestHandler):
         messages = body.get("messages", [])
         carried = any(MARK in str(m.get("content", "")) for m in messages)
         _Upstream.seen.append((time.monotonic(), len(messages), carried))
-        data = ANSWER
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, ANSWER)
 
     def log_message(self, *args: object) -> None:
         return

@@ -35,6 +35,11 @@ def owner_settings_file(owner: str) -> Path:
     return autorecap_home() / "users" / owner / SETTINGS_FILE
 
 
+def owner_label(owner: str) -> str:
+    """Whose settings, as messages say it: "the owner 'alice'", or "the installation"."""
+    return f"the owner {owner!r}" if owner else "the installation"
+
+
 class SettingsPlace(Protocol):
     where: str
     """The place as messages name it."""
@@ -100,8 +105,7 @@ class StoredSettings:
         self.store = store
         self.owner = owner
         name = getattr(store, "name", "the store")
-        whose = f"the owner {owner!r}" if owner else "the installation"
-        self.where = f"the settings of {whose} in {name}"
+        self.where = f"the settings of {owner_label(owner)} in {name}"
         self.remedy = (
             "fix that row of the settings table, or delete it to start from the defaults "
             f"(DELETE FROM settings WHERE owner = '{owner}')"
@@ -178,9 +182,7 @@ def put_settings(store: ChatStore, documents: dict[str, str], *, check: bool = F
         if store.keeps_settings:
             row = store.read_settings(owner)
             there = None if row is None else row[0]
-            where = "the target database's settings of " + (
-                f"the owner {owner!r}" if owner else "the installation"
-            )
+            where = f"the target database's settings of {owner_label(owner)}"
         else:
             path = owner_settings_file(owner)
             there = path.read_text(encoding="utf-8") if path.exists() else None

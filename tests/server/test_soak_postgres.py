@@ -33,7 +33,7 @@ from autorecap.core import running
 from autorecap.core.data import get_memory
 from autorecap.profiles import profiles_of
 from autorecap.store import open_store
-from autorecap.testing.llm import PlausibleLLM
+from autorecap.testing.llm import PlausibleLLM, send_json
 
 REPO = Path(__file__).resolve().parents[2]
 USERS = 50
@@ -100,11 +100,7 @@ class ChatUpstream:
                         ],
                     }
                 ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, data)
 
             def log_message(self, *args: object) -> None:
                 return

@@ -13,7 +13,12 @@ from rich.table import Table
 from autorecap.cli._app import DbOption, app, out
 from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
-from autorecap.settings_places import GivenSettings, put_settings, settings_documents
+from autorecap.settings_places import (
+    GivenSettings,
+    owner_label,
+    put_settings,
+    settings_documents,
+)
 from autorecap.stfiles.atomic import atomic_write
 from autorecap.stfiles.jsonl import chat_id_for, read_chat
 from autorecap.store import open_store
@@ -151,8 +156,8 @@ def store_copy(
         try:
             documents = {} if no_settings else settings_documents(origin)
             for owner, text in documents.items():  # each must read as settings: checked here
-                whose = f"the owner {owner!r}" if owner else "the installation"
-                Profiles(place=GivenSettings(text, f"the source's settings of {whose}"))
+                where = f"the source's settings of {owner_label(owner)}"
+                Profiles(place=GivenSettings(text, where))
             put_settings(destination, documents, check=True)  # refused before anything moves
             report = copy_store(origin, destination)
             settings = put_settings(destination, documents)

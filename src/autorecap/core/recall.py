@@ -346,14 +346,14 @@ def _answer_after(
     )
     if counter.count(chosen) <= ANSWER_TOKENS:
         return chosen
-    words = chosen.split()
-    while words and counter.count(" ".join(words)) + 1 > ANSWER_TOKENS:
-        words = words[: max(1, len(words) * 3 // 4)]
-    return " ".join(words) + "…"
+    return _around(chosen, frozenset(), counter, ANSWER_TOKENS)  # its start
 
 
-def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
-    """The words of `text` around the first one asked about, within `PIECE_TOKENS`."""
+def _around(
+    text: str, asked: frozenset[str], counter: TokenCounter, limit: int = PIECE_TOKENS
+) -> str:
+    """The words of `text` around the first one asked about (none: from its start), within
+    `limit` tokens."""
     words = text.split()
     at = next((i for i, w in enumerate(words) if asked & _words(w)), 0)
     low, high = at, at + 1
@@ -362,7 +362,7 @@ def _around(text: str, asked: frozenset[str], counter: TokenCounter) -> str:
         for low_next, high_next in ((low - 1, high), (low, high + 1)):
             if low_next >= 0 and high_next <= len(words):
                 piece = " ".join(words[low_next:high_next])
-                if counter.count(piece) + 2 <= PIECE_TOKENS:
+                if counter.count(piece) + 2 <= limit:
                     low, high, grown = low_next, high_next, True
         if not grown:
             break

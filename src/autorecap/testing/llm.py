@@ -150,6 +150,15 @@ def _gist(text: str, share: float) -> str:
     return (" ".join(kept).rstrip(".,;:!?") + ".") if kept else "Nothing happened."
 
 
+def send_json(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+    """Answer a request of a loopback test server with a JSON body (200)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def _handler(llm: PlausibleLLM) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -162,11 +171,7 @@ def _handler(llm: PlausibleLLM) -> type[BaseHTTPRequestHandler]:
             if llm.delay_s:
                 time.sleep(llm.delay_s)
             data = json.dumps(llm.answer(body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, data)
 
         def log_message(self, *args: object) -> None:
             return
