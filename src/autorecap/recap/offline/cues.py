@@ -516,7 +516,7 @@ def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float
 
 
 _PLACE_PHRASE = re.compile(
-    r"\b(?:the|a|an|my|our|his|her|their)\s+(?:[a-z][\w'’-]+\s+){0,2}([a-z][\w'’-]+)\b"
+    r"\b(?:the|a|an|my|our|his|her|their)((?:\s+[a-z][\w'’-]+){1,3})\b"
 )
 
 
@@ -525,10 +525,20 @@ _IN_PLACE = re.compile(
 )
 
 
+_TITLES = frozenset(
+    """
+    mr mrs ms miss mx dr doctor sir madam madame lady lord dame master mistress father mother
+    brother sister aunt uncle grandma grandpa captain capt officer sergeant sgt professor prof
+    detective inspector judge saint
+    """.split()
+)
+"""Words before a person's name: "at Mrs. Perch's" names no place."""
+
+
 def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
     """Where a scene happens, from its opening messages: a named place ("Weir Street", "in
     Porto") or a kind of place ("the fish market"); "" when they do not say. `people`: names
-    that are not places (the speakers)."""
+    that are not places (the speakers), and neither are a title's ("at Mrs. Perch's")."""
     persons = {w for name in people for w in name.split()}
     for text in texts:
         plain = _SPACE.sub(" ", _MARKUP.sub("", text[:400]))
@@ -538,9 +548,16 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
                 return match.group(0)
         for match in _IN_PLACE.finditer(plain):
             name = match.group(1)
-            if not persons & set(name.removesuffix("'s").removesuffix("’s").split()):
+            words = name.removesuffix("'s").removesuffix("’s").split()
+            if not persons & set(words) and words[0].lower() not in _TITLES:
                 return name
         for match in _PLACE_PHRASE.finditer(plain):
-            if match.group(1).lower() in PLACES:
-                return match.group(0)
+            # The shortest phrase that ends in a kind of place: "the fish market", not "the
+            # fish market for" (and then "the boat").
+            words = match.group(1).split()
+            for end, word in enumerate(words):
+                if word.lower() in PLACES:
+                    return match.group(0)[: match.start(1) - match.start(0)] + " " + " ".join(
+                        words[: end + 1]
+                    )
     return ""
