@@ -41,6 +41,22 @@ def test_the_clause_with_the_name_is_kept_within_a_small_budget() -> None:
     assert COUNTER.count(kept) <= 30
 
 
+def test_what_a_sentence_names_or_quotes_is_kept_over_description() -> None:
+    """The name a thing is given and a word quoted as a password are what a memory is asked
+    for later; the description around them is not."""
+    for told in (
+        "The inn at Lowen Ferry is called the Tallow & Thistle.",
+        "They changed the gate word yesterday: it's 'blue heron sleeps' now.",
+    ):
+        pieces = [
+            Piece(0, "Ysolde", "The taproom smells of woodsmoke and spilled cider and pies."),
+            Piece(1, "Ysolde", told),
+            Piece(2, "Ysolde", "Rain drums on the slate roof above the crooked chimney stack."),
+        ]
+        kept = render(choose(pieces, COUNTER.count(told) + 4, COUNTER))
+        assert told in kept
+
+
 def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() -> None:
     assert number_value("14-02-27") > number_value("124") > number_value("3:12")
     assert number_value("c-2209") > number_value("31")

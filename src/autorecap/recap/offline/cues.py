@@ -515,9 +515,7 @@ def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float
     return dot / (norm_a * norm_b) if norm_a and norm_b else 0.0
 
 
-_PLACE_PHRASE = re.compile(
-    r"\b(?:the|a|an|my|our|his|her|their)((?:\s+[a-z][\w'’-]+){1,3})\b"
-)
+_PLACE_PHRASE = re.compile(r"\b(?:the|a|an|my|our|his|her|their)((?:\s+[a-z][\w'’-]+){1,3})\b")
 
 
 _IN_PLACE = re.compile(
@@ -557,7 +555,6 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
             words = match.group(1).split()
             for end, word in enumerate(words):
                 if word.lower() in PLACES:
-                    return match.group(0)[: match.start(1) - match.start(0)] + " " + " ".join(
-                        words[: end + 1]
-                    )
+                    determiner = match.group(0)[: match.start(1) - match.start(0)]
+                    return f"{determiner} {' '.join(words[: end + 1])}"
     return ""

@@ -1,10 +1,11 @@
 """Choosing what a recap keeps: the sentences that tell the most new things per token.
 
 Each sentence is worth the rarity of the content words it adds to what is already chosen
-(numbers, names, places and rare words count most; a word said twice counts once), more when it
-tells of an event a memory must keep (a promise, a purchase, a move, an injury), less when it
-only asks. Sentences are taken greedily by worth per token until the budget is spent, then put
-back in the order they were said, grouped by speaker ("Caroline: ... Melanie: ...").
+(numbers, names, places and rare words count most, and most of all what a thing is called or a
+quoted password; a word said twice counts once), more when it tells of an event a memory must
+keep (a promise, a purchase, a move, an injury), less when it only asks. Sentences are taken
+greedily by worth per token until the budget is spent, then put back in the order they were
+said, grouped by speaker ("Caroline: ... Melanie: ...").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from autorecap.core.tokens import TokenCounter
+from autorecap.core.words import STOPWORDS
 from autorecap.recap.offline.text import WORD, content_words, rarity, sentences
 
 SALIENT = frozenset(
@@ -267,11 +269,27 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
     return content, 1.5 * min(events, 2), factor
 
 
+_NAMING = re.compile(
+    r"\b(?:called|named|name'?s|name\s+is|known\s+as|password\s+is|code\s+is|word\s+is)"
+    r"\s+(?:the\s+|a\s+)?([\"'‘“]?[\w'’&.-]+(?:\s+[\w'’&.-]+){0,3})",
+    re.IGNORECASE,
+)
+_QUOTED = re.compile(r"(?<![\w'’])['‘]([A-Za-z][\w ’-]{2,40}?)['’](?!\w)")
+TOLD_VALUE = 4.0
+"""Added to a word that a sentence names something by ("is called the Tallow & Thistle",
+"the word is 'blue heron sleeps'"), or quotes: what a memory is asked for later."""
+
+
 def _word_values(text: str) -> dict[str, float]:
     capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
+    told = {
+        _POSSESSIVE.sub("", w.lower()).strip("'’-")
+        for m in (*_NAMING.finditer(text), *_QUOTED.finditer(text))
+        for w in WORD.findall(m.group(1))
+    }
+    raw_words = [_POSSESSIVE.sub("", raw.lower()).strip("'’-") for raw in WORD.findall(text)]
     values: dict[str, float] = {}
-    for raw in WORD.findall(text):
-        word = _POSSESSIVE.sub("", raw.lower()).strip("'’-")
+    for word in raw_words:
         value = rarity(word)
         if _DIGIT.search(word):
             value = number_value(word)
@@ -279,5 +297,7 @@ def _word_values(text: str) -> dict[str, float]:
             value += NAME_BONUS
         else:
             value *= COMMON_SHARE
+        if word in told and word not in STOPWORDS:
+            value += TOLD_VALUE
         values[word] = max(values.get(word, 0.0), value)
     return values
