@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autorecap.recap.offline.cues import place_of
+from autorecap.recap.offline.cues import Turn, place_of, score_scene_starts
 
 
 @pytest.mark.parametrize(
@@ -34,3 +34,33 @@ def test_a_person_after_a_title_is_no_place(text: str) -> None:
 
 def test_a_speaker_is_no_place() -> None:
     assert place_of(["Tea at Ansel's, then home."], ["Ansel"]) == ""
+
+
+FILLER = "The bay is dark except for the office light, and the coffee has gone cold again. " * 3
+
+
+@pytest.mark.parametrize(
+    "opening",
+    [
+        "*Station 6, 4:50 a.m. ",
+        "*Thursday the sixteenth, two in the afternoon, and the union hall smells of coffee. ",
+        "*Christmas Eve. ",
+        "Calloway County Courthouse, Friday, November 17th, 9:20 a.m. ",
+        "November comes in cold. ",
+    ],
+)
+def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
+    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
+    assert "time" in score_scene_starts(turns)[0].cues
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "friday the 15th if the varnish dries",
+        '"The bus leaves at 4:50 a.m. sharp," she says. ' + FILLER,
+    ],
+)
+def test_a_date_in_a_chat_message_or_in_speech_is_not_a_dateline(message: str) -> None:
+    turns = [Turn("when can you come?"), Turn(message)]
+    assert "time" not in score_scene_starts(turns)[0].cues

@@ -168,20 +168,22 @@ def from_generated(generated: GeneratedChat, style: str, name: str) -> CorpusCha
 
 def proxy_view(corpus: CorpusChat) -> CorpusChat:
     """The chat as the proxy stores it: `User`/`Assistant`, no dates, no hidden messages
-    (scene starts moved to match)."""
+    (scene starts moved to match). A narrator message stays one, named `System`: SillyTavern
+    sends it with the `system` role, which the proxy stores as a narrator message."""
     chat = Chat(chat_id=f"{corpus.chat.id}-proxy", header={"chat_metadata": {}})
     kept_index: dict[int, int] = {}
     for index, message in enumerate(corpus.chat.messages):
         if message.is_hidden:
             continue
         kept_index[index] = len(chat.messages)
+        narrator = message.is_narrator and not message.is_user
         chat.append(
             {
-                "name": "User" if message.is_user else "Assistant",
+                "name": "System" if narrator else "User" if message.is_user else "Assistant",
                 "is_user": message.is_user,
                 "is_system": False,
                 "mes": message.text,
-                "extra": {},
+                "extra": {"type": "narrator"} if narrator else {},
             }
         )
     starts: list[int] = []

@@ -6,7 +6,8 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 - **a pause** between two messages, in absolute terms (an hour counts a little, a day a lot,
   whatever the rest of the chat looks like), and, where a chat's messages are usually close
   together, relative to its usual pace;
-- **a time phrase** opening the message ("The next morning", "Three days later", "That night");
+- **a time phrase** opening the message ("The next morning", "Three days later", "That night"),
+  or a dateline opening narration ("Station 6, 4:50 a.m.", "Christmas Eve.");
 - **a separator or heading** ("* * *", "---", "[Time skip]", "Chapter 3");
 - **an out-of-character request** to skip ahead, just before ("(OOC: let's skip to the city)");
 - **a narrator** stepping in;
@@ -86,6 +87,31 @@ _TIME_POINT = re.compile(
     re.IGNORECASE,
 )
 """A phrase that names a time ("That night", "Saturday morning,"): a cue, weaker alone."""
+_MONTH = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
+)
+_ORDINAL = (
+    r"(?:\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth"
+    r"|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth"
+    r"|nineteenth|twentieth|thirtieth|(?:twenty|thirty)-?(?:first|second|third|fourth|fifth"
+    r"|sixth|seventh|eighth|ninth))"
+)
+_DATELINE = re.compile(
+    r"(?:"
+    r"\b\d{1,2}(?::\d\d)?\s*[ap]\.?m\b\.?|\b\d{1,2}:\d\d\b"
+    rf"|\b(?:the\s+)?{_ORDINAL}\s+of\s+{_MONTH}\b"
+    rf"|\b{_MONTH}\s+(?:\d{{1,2}}\b|{_ORDINAL}\b)"
+    rf"|\b{_WEEKDAY}[,\s]+(?:the\s+)?{_ORDINAL}\b"
+    r"|\b(?:christmas|new\s+year'?s)(?:\s+(?:eve|day|morning))?\b|\bhalloween\b"
+    r"|\bthanksgiving\b|\beaster\s+(?:sunday|morning|day)\b|\bmidsummer\b"
+    rf"|^{_MONTH}(?<!may)(?<!march)\s+(?:comes|came|arrives|arrived|brings|brought|is|was|ends|ended)\b"
+    r")",
+    re.IGNORECASE,
+)
+"""A dateline opening narration ("Station 6, 4:50 a.m.", "Thursday the sixteenth,", "Christmas
+Eve."): a new scene's time, set the way a story sets it."""
+DATELINE_REACH = 60
+"""How far into a message a dateline is looked for (a time said later is part of the action)."""
 _WAKING = re.compile(
     r"\b(?:wake\s+up|woke\s+(?:up|me)|(?:are|r)\s+(?:you|u)\s+(?:up|awake)|still\s+awake"
     r"|did\s+(?:you|u)\s+sleep|rise\s+and\s+shine|sorry\s+to\s+wake|good\s+morning)\b",
@@ -280,7 +306,11 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         spoken = 0.6 if turn.text.lstrip(" *_")[:1] in '"“«„' else 1.0
         if _TIME_JUMP.search(opening):
             cues["time"] = 3.0 * spoken
-        elif _TIME_POINT.search(opening) or _WAKING.search(opening[:100]):
+        elif (
+            _TIME_POINT.search(opening)
+            or _WAKING.search(opening[:100])
+            or (_narrated(turn.text) and _DATELINE.search(opening[:DATELINE_REACH]))
+        ):
             cues["time"] = 2.0 * spoken
         if _SEPARATOR.search(turn.text):
             cues["separator"] = 3.5
@@ -334,6 +364,16 @@ def pick_scene_starts(
             continue
         chosen.append(index)
     return sorted(set(chosen) - set(existing_starts))
+
+
+NARRATION_WORDS = 40
+"""A message this long, or opening with markup, is narration: a time it opens with sets a
+scene there, while in a short chat message ("friday the 15th if it dries") it is news."""
+
+
+def _narrated(text: str) -> bool:
+    start = text.lstrip()
+    return start[:1] in "*_" or (start[:1] not in '"“«„' and len(text.split()) >= NARRATION_WORDS)
 
 
 def _opening(text: str) -> str:
