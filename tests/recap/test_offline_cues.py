@@ -1,10 +1,23 @@
-"""The offline scene cues read on their own: where a scene is said to happen."""
+"""The offline scene cues read on their own: where a scene is said to happen, datelines, and
+send dates that tell nothing."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from autorecap.recap.offline.cues import Turn, place_of, score_scene_starts
+from autorecap.evaluation.corpus import from_generated, proxy_view
+from autorecap.recap.offline.cues import (
+    THRESHOLD,
+    UNDATED_THRESHOLD,
+    Turn,
+    pick_scene_starts,
+    place_of,
+    score_scene_starts,
+    threshold_for,
+)
+from autorecap.testing import generate
 
 
 @pytest.mark.parametrize(
@@ -64,3 +77,38 @@ def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
 def test_a_date_in_a_chat_message_or_in_speech_is_not_a_dateline(message: str) -> None:
     turns = [Turn("when can you come?"), Turn(message)]
     assert "time" not in score_scene_starts(turns)[0].cues
+
+
+def _at(*seconds: float) -> list[Turn]:
+    start = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+    return [Turn(f"message {i}", time=start + timedelta(seconds=s)) for i, s in enumerate(seconds)]
+
+
+def test_dates_that_tell_nothing_count_as_none() -> None:
+    """A history the proxy received in one request is stamped with the moment it arrived:
+    its scenes are found as in a chat with no dates at all."""
+    assert threshold_for([Turn("a"), Turn("b")]) == UNDATED_THRESHOLD
+    assert threshold_for(_at(0, 0, 0.001, 0.001, 0.002)) == UNDATED_THRESHOLD
+    assert threshold_for(_at(0, 0, 0, 0, 86_400, 86_400)) == THRESHOLD  # sessions a day apart
+    assert threshold_for(_at(0, 20, 45, 80, 130)) == THRESHOLD  # a live chat
+
+
+def test_a_history_received_at_once_finds_the_breaks_of_the_undated_chat() -> None:
+    corpus = proxy_view(from_generated(generate(300, seed=3), "narrated", "generated"))
+    undated = [Turn(m.text, m.name) for m in corpus.chat.messages]
+    now = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    stamped = [
+        Turn(m.text, m.name, time=now + timedelta(milliseconds=i // 50))
+        for i, m in enumerate(corpus.chat.messages)
+    ]
+
+    def starts(turns: list[Turn]) -> list[int]:
+        return pick_scene_starts(
+            score_scene_starts(turns),
+            count=len(turns),
+            minimum_length=10,
+            threshold=threshold_for(turns),
+        )
+
+    assert starts(undated)
+    assert starts(stamped) == starts(undated)

@@ -44,9 +44,20 @@ strongest, can never fire there, so the other cues need less to agree on (on the
 undated views, breaks found went from 55% to 66% for 13 more extra among 115)."""
 
 
+PAUSE_FLOOR = 20 * 60
+"""Seconds between two messages below which a pause tells nothing."""
+
+
 def threshold_for(turns: Sequence[Turn]) -> float:
-    """`THRESHOLD`, or `UNDATED_THRESHOLD` when no message has a send date."""
-    return THRESHOLD if any(turn.time is not None for turn in turns) else UNDATED_THRESHOLD
+    """`THRESHOLD`, or `UNDATED_THRESHOLD` when the send dates tell nothing: none at all, or
+    the same moment for most messages with no pause anywhere (a history the proxy received
+    in one request is stamped with the moment it arrived)."""
+    gaps = [g for g in _gaps(turns) if g is not None]
+    if not gaps:
+        return UNDATED_THRESHOLD
+    if any(g >= PAUSE_FLOOR for g in gaps) or sum(g >= 1 for g in gaps) >= len(gaps) / 2:
+        return THRESHOLD
+    return UNDATED_THRESHOLD
 
 
 _MARKUP = re.compile(r"[*_~`\"“”„«»]+")
@@ -420,7 +431,7 @@ def _typical_gap(gaps: Sequence[float | None]) -> float | None:
 
 def _pause_score(gap: float, typical: float | None) -> float:
     """Half an hour: a hint; three hours: enough alone; a day or more: certain."""
-    absolute = 0.0 if gap < 20 * 60 else min(4.5, 1.0 + 1.6 * math.log10(gap / 1200))
+    absolute = 0.0 if gap < PAUSE_FLOOR else min(4.5, 1.0 + 1.6 * math.log10(gap / PAUSE_FLOOR))
     relative = 0.0
     if typical:
         relative = max(0.0, min(1.5, 0.75 * (math.log10(gap / typical) - 1.0)))
