@@ -149,10 +149,13 @@ class Session:
 
     # --- changing the chat the way a frontend does ---------------------------------------------
 
-    def send(self, text: str, *, name: str | None = None, quiet: bool = False) -> Message:
+    def send(
+        self, text: str, *, name: str | None = None, quiet: bool = False, dated: bool = True
+    ) -> Message:
         """The user sends a message: append it, fire `message_sent` (with `quiet`, only the
         listeners hear of it and memory is not refreshed: for adding many messages at once,
-        followed by one `refresh()`)."""
+        followed by one `refresh()`). `dated=False`: no `send_date`, for a message written
+        at a moment nobody knows (history that arrived all at once)."""
         message = {
             "name": name or user_name_of(self.chat),
             "is_user": True,
@@ -161,6 +164,8 @@ class Session:
             "mes": text,
             "extra": {},
         }
+        if not dated:
+            del message["send_date"]
         return self._append(message, Event.MESSAGE_SENT, quiet=quiet)
 
     def receive(
@@ -170,27 +175,22 @@ class Session:
         name: str | None = None,
         extra: dict[str, Any] | None = None,
         quiet: bool = False,
+        dated: bool = True,
     ) -> Message:
         """A character's reply arrives: append it (with its first swipe), fire
-        `message_received`."""
+        `message_received`. `dated`: as for `send`."""
         now = self._iso_now()
+        moments = {"send_date": now, "gen_started": now, "gen_finished": now} if dated else {}
         message = {
             "name": name or character_name_of(self.chat),
             "is_user": False,
             "is_system": False,
-            "send_date": now,
+            **({"send_date": now} if dated else {}),
             "mes": text,
             "extra": dict(extra or {}),
             "swipe_id": 0,
             "swipes": [text],
-            "swipe_info": [
-                {
-                    "send_date": now,
-                    "gen_started": now,
-                    "gen_finished": now,
-                    "extra": dict(extra or {}),
-                }
-            ],
+            "swipe_info": [{**moments, "extra": dict(extra or {})}],
         }
         return self._append(message, Event.MESSAGE_RECEIVED, quiet=quiet)
 

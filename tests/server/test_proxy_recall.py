@@ -72,10 +72,9 @@ def test_a_question_about_a_hidden_message_brings_it_back(
     recalled = [c for c in contents if c.startswith(HEADING)]
     assert len(recalled) == 1
     assert FACT in recalled[0]
-    # Where it comes from: its scene, its number, the day the proxy received it.
-    assert re.search(
-        r"- \[scene \d+ · #\d+ · \d{1,2} [A-Z][a-z]+ \d{4}\] .*Nine crowns", recalled[0]
-    )
+    # Where it comes from: its scene and its number. No day: the history arrived in one
+    # request, so when it was written is not known (the day it arrived is not that day).
+    assert re.search(r"- \[scene \d+ · #\d+\] .*Nine crowns", recalled[0])
     # Just before the newest message (depth 1), as a system message.
     where = contents.index(recalled[0])
     assert contents[where + 1 :] == [QUESTION]

@@ -14,10 +14,13 @@ def carry_out(session: Session, result: Plan, *, refresh: bool = True) -> list[M
     caller refreshes later: `only_appends`)."""
     chat = session.chat
     last = len(result.ops) - 1 if refresh else len(result.ops)
+    appends = [number for number, op in enumerate(result.ops) if op.kind == "append"]
     touched: list[Message] = []
     for number, op in enumerate(result.ops):
-        # A long history arriving at once (a new chat): one refresh at the end.
-        apply_op(session, op.kind, op.index, op.message, quiet=number < last)
+        # A long history arriving at once (a new chat): one refresh at the end. Only the
+        # newest message was written now; when the ones before it were, nobody said.
+        dated = not appends or number == appends[-1]
+        apply_op(session, op.kind, op.index, op.message, quiet=number < last, dated=dated)
         if op.kind == "append":
             touched.append(chat.messages[-1])
         elif op.kind == "edit":
@@ -47,17 +50,19 @@ def apply_op(
     message: ClientMessage | None,
     *,
     quiet: bool = False,
+    dated: bool = True,
 ) -> None:
-    """One reconciliation operation on the session (the seeds' event of each)."""
+    """One reconciliation operation on the session (the seeds' event of each). `dated`: an
+    added message is stamped with the moment it arrived (else it has no `send_date`)."""
     if kind == "delete":
         session.delete_message(index)
     elif kind == "edit" and message is not None:
         session.edit_message(index, message.content)
     elif kind == "append" and message is not None:
         if message.role == "user":
-            session.send(message.content, name=message.name or None, quiet=quiet)
+            session.send(message.content, name=message.name or None, quiet=quiet, dated=dated)
         elif message.role == "assistant":
-            session.receive(message.content, name=message.name or None, quiet=quiet)
+            session.receive(message.content, name=message.name or None, quiet=quiet, dated=dated)
         else:  # a system note inside the history: a narrator message
             session.chat.append(
                 {
