@@ -377,7 +377,7 @@ def test_eval_prints_one_row_per_style_and_set(
         cells = [cell.strip() for cell in re.split(r"[│|┃]", line) if cell.strip()]
         if len(cells) == 12 and cells[1] == "generated":
             rows[cells[0]] = cells
-    assert set(rows) == {"narrated", "group", "proxy"}
+    assert set(rows) == {"narrated", "group", "proxy", "group proxy"}
     for cells in rows.values():
         assert re.fullmatch(r"\d+/\d+ \(\d+%\)", cells[4])  # breaks found
         assert cells[5].isdigit()  # extra

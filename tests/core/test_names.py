@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from autorecap.core.model import Chat
+from autorecap.core.model import Chat, Message
 from autorecap.core.names import (
     character_name_of,
     learn_names,
     names_from_prompt,
     names_from_request,
     names_known,
+    spoken,
     user_name_of,
 )
 
@@ -95,3 +96,22 @@ def test_one_side_can_be_learnt_alone() -> None:
     assert learn_names(chat, None, "Seraphina")
     assert [m.name for m in chat.messages] == ["User", "Seraphina"]
     assert not names_known(chat)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        # SillyTavern's group chat through the proxy: the character named before the text.
+        ("Assistant", "Mae: We sail at dawn.", ("Mae", "We sail at dawn.")),
+        ("Assistant", "Dr. Faust: Indeed.", ("Dr. Faust", "Indeed.")),
+        # The name said twice ("names in content" with a named message): said once.
+        ("Seraphina", "Seraphina: Hello there.", ("Seraphina", "Hello there.")),
+        # Not a speaker: a common word, a note, another name on a named message.
+        ("Assistant", "Note: the bridge is out.", ("Assistant", "Note: the bridge is out.")),
+        ("User", "OOC: skip to the city", ("User", "OOC: skip to the city")),
+        ("Mae", "Rook: that's what he said.", ("Mae", "Rook: that's what he said.")),
+        ("Assistant", "No prefix here.", ("Assistant", "No prefix here.")),
+    ],
+)
+def test_who_speaks_a_message(name: str, text: str, expected: tuple[str, str]) -> None:
+    assert spoken(Message({"name": name, "mes": text})) == expected

@@ -8,6 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.data import get_data
+from autorecap.core.model import Chat
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.backend import RecapRequest
 from autorecap.recap.messages import build_request, recap_all
@@ -252,3 +253,21 @@ def test_a_single_recap_of_a_fact_message_matches_recap_all() -> None:
     direct = BACKEND.message_recap(build_request(chat, fact.index, settings_, COUNTER)).memory
     recap_all(chat, BACKEND, settings_, COUNTER)
     assert get_data(chat.messages[fact.index], "memory") == direct
+
+
+def test_a_name_before_the_text_names_the_speaker_once() -> None:
+    """SillyTavern puts a group character's name before its text ("Mae: ..."), and, with
+    names in content, a single character's too: the recap names each speaker once."""
+    chat = Chat(chat_id="group", header={"chat_metadata": {}})
+    for name, text in [
+        ("Assistant", "Mae: The safe is a Kessler Imperial, four wheels, installed in 1919."),
+        ("Rook", "Rook: Then we need the locksmith on Bell Lane before Thursday."),
+    ]:
+        chat.append({"name": name, "is_user": False, "mes": text})
+    defaults = Settings()
+    recaps = [
+        BACKEND.message_recap(build_request(chat, i, defaults, COUNTER)).memory for i in range(2)
+    ]
+    assert recaps[0].startswith("Mae: ")
+    assert recaps[1].startswith("Rook: ")
+    assert all(": Mae" not in r and ": Rook" not in r for r in recaps)

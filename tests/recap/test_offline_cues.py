@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from autorecap.core.model import Chat
+from autorecap.core.scenes import break_indexes
 from autorecap.evaluation.corpus import from_generated, proxy_view
+from autorecap.recap.detection import detect_scene_breaks
 from autorecap.recap.offline.cues import (
     THRESHOLD,
     UNDATED_THRESHOLD,
@@ -17,6 +20,8 @@ from autorecap.recap.offline.cues import (
     score_scene_starts,
     threshold_for,
 )
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.settings import Settings
 from autorecap.testing import generate
 
 
@@ -112,3 +117,22 @@ def test_a_history_received_at_once_finds_the_breaks_of_the_undated_chat() -> No
 
     assert starts(undated)
     assert starts(stamped) == starts(undated)
+
+
+def test_a_group_chat_through_the_proxy_finds_the_breaks_of_the_named_chat() -> None:
+    """SillyTavern sends a group's messages as "Name: text" from `assistant`: the cues read
+    the speakers from there, so the proxy's copy finds what the named chat (with no dates)
+    does."""
+    corpus = from_generated(generate(300, seed=1, group=True), "group", "generated")
+    named = Chat(chat_id="named", header={"chat_metadata": {}})
+    for message in corpus.chat.messages:
+        if not message.is_hidden:
+            named.append({k: v for k, v in message.items() if k != "send_date"})
+    proxied = proxy_view(corpus).chat
+    character = next(m for m in named.messages if not m.is_user and not m.is_narrator)
+    assert any(m.text.startswith(f"{character.name}: ") for m in proxied.messages)
+    settings = Settings()
+    for chat in (named, proxied):
+        detect_scene_breaks(chat, OfflineBackend(), settings)
+    assert break_indexes(named.messages)
+    assert break_indexes(proxied.messages) == break_indexes(named.messages)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from autorecap.core.model import Chat
+from wordfreq import zipf_frequency
+
+from autorecap.core.model import Chat, Message
 
 
 def user_name_of(chat: Chat) -> str:
@@ -134,6 +136,36 @@ def speaker_prefix(content: str) -> str | None:
     """The name a frontend put before a message's text ("Seraphina: ..."), if any."""
     match = _PREFIX.match(content)
     return _name(match.group(1)) if match else None
+
+
+STAND_INS = frozenset({"User", "Assistant", ""})
+"""What the proxy calls a speaker that nothing names."""
+WORD_ZIPF = 4.5
+"""An English word this common before a colon ("Note: ...", "Update: ...") is no speaker."""
+_NOT_SPEAKERS = frozenset({"OOC", "Edit", "PS", "P.S", "TL;DR", "TLDR", "NB", "Q", "A"})
+
+
+def spoken(message: Message) -> tuple[str, str]:
+    """Who speaks a message, and what they say. A frontend that puts the speaker's name before
+    the text ("Mae: ...", SillyTavern's way in a group chat through an OpenAI-compatible API)
+    names the speaker where the message's own name is a stand-in, and is not said twice where
+    it repeats that name."""
+    name, text = message.name, message.text
+    prefix = speaker_prefix(text)
+    if prefix is None:
+        return name, text
+    said = text[len(prefix) + 1 :].lstrip()
+    if prefix == name:
+        return name, said
+    if name.strip() in STAND_INS and _could_be_speaker(prefix):
+        return prefix, said
+    return name, text
+
+
+def _could_be_speaker(prefix: str) -> bool:
+    if prefix in _NOT_SPEAKERS:
+        return False
+    return " " in prefix or zipf_frequency(prefix.lower(), "en") < WORD_ZIPF
 
 
 def names_from_request(

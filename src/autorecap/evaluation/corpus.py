@@ -8,7 +8,8 @@ Three sources, one shape (`CorpusChat`):
 - the seeded generator (`autorecap.testing.generate`).
 
 `proxy_view` turns any of them into what the proxy stores of the same chat: roles only (no
-names, no dates), hidden messages left out, as a frontend sends them.
+names, no dates; a group's characters named before their text, as SillyTavern sends them),
+hidden messages left out.
 """
 
 from __future__ import annotations
@@ -169,20 +170,25 @@ def from_generated(generated: GeneratedChat, style: str, name: str) -> CorpusCha
 def proxy_view(corpus: CorpusChat) -> CorpusChat:
     """The chat as the proxy stores it: `User`/`Assistant`, no dates, no hidden messages
     (scene starts moved to match). A narrator message stays one, named `System`: SillyTavern
-    sends it with the `system` role, which the proxy stores as a narrator message."""
+    sends it with the `system` role, which the proxy stores as a narrator message. In a group
+    chat each character's message opens with its name ("Mae: ..."), as SillyTavern sends a
+    group's messages; its view is the style "group proxy"."""
     chat = Chat(chat_id=f"{corpus.chat.id}-proxy", header={"chat_metadata": {}})
     kept_index: dict[int, int] = {}
+    cast = {m.name for m in corpus.chat.messages if not m.is_user and not m.is_narrator}
+    group = len(cast) > 1
     for index, message in enumerate(corpus.chat.messages):
         if message.is_hidden:
             continue
         kept_index[index] = len(chat.messages)
         narrator = message.is_narrator and not message.is_user
+        named = group and not narrator and not message.is_user
         chat.append(
             {
                 "name": "System" if narrator else "User" if message.is_user else "Assistant",
                 "is_user": message.is_user,
                 "is_system": False,
-                "mes": message.text,
+                "mes": f"{message.name}: {message.text}" if named else message.text,
                 "extra": {"type": "narrator"} if narrator else {},
             }
         )
@@ -192,8 +198,9 @@ def proxy_view(corpus: CorpusChat) -> CorpusChat:
         later = [kept_index[i] for i in range(start, len(corpus.chat.messages)) if i in kept_index]
         if later and later[0] > 0 and later[0] not in starts:
             starts.append(later[0])
+    style = "group proxy" if group else "proxy"
     return CorpusChat(
-        f"{corpus.name}-proxy", "proxy", corpus.source, chat, starts, list(corpus.questions)
+        f"{corpus.name}-proxy", style, corpus.source, chat, starts, list(corpus.questions)
     )
 
 
@@ -260,8 +267,8 @@ def format_date(when: datetime, form: str) -> str | int:
 
 
 SETS = ("dev", "heldout", "generated")
-PROXY_STYLES = frozenset({"narrated", "dialogue", "sessions"})
-"""Styles whose proxy view is measured too (a group chat's view is measured as a group chat)."""
+PROXY_STYLES = frozenset({"narrated", "dialogue", "sessions", "group"})
+"""Styles whose proxy view is measured too."""
 
 
 def generated_chats(seed: int = 0, size: int = 600) -> list[CorpusChat]:

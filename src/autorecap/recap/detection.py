@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
+from autorecap.core.names import spoken
 from autorecap.core.scenes import break_indexes, mark_break
 from autorecap.core.tokens import get_counter
 from autorecap.pacing import pause
@@ -131,14 +132,15 @@ def _candidates(
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
     turns = [
         Turn(
-            m.text,
-            m.name,
+            text,
+            speaker,
             m.is_narrator,
             m.is_hidden,
             m.send_time,
             hint=hints and bool(get_data(m, "scene_start")),
         )
         for m in part
+        for speaker, text in [spoken(m)]
     ]
     scored = [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
     return scored, threshold_for(turns)
@@ -198,7 +200,7 @@ def _llm_breaks(
     while end - cursor + 1 >= minimum:
         window_end = min(end, cursor + _WINDOW - 1)
         window = tuple(
-            SceneMessage(i, messages[i].name, messages[i].text, get_memory(messages[i]))
+            SceneMessage(i, *spoken(messages[i]), get_memory(messages[i]))
             for i in range(cursor, min(len(messages), window_end + 2))
             if not messages[i].is_hidden
         )
@@ -223,10 +225,11 @@ def _llm_breaks(
 def scene_title(messages: list[Message], number: int) -> str:
     """A name for a scene: the name or place it mentions most (capitalised words inside a
     sentence, not the speakers)."""
-    speakers = {m.name for m in messages} | {w for m in messages for w in m.name.split()}
+    said = [spoken(m) for m in messages]
+    speakers = {name for name, _ in said} | {w for name, _ in said for w in name.split()}
     counts: Counter[str] = Counter()
-    for message in messages:
-        for sentence in _SENTENCE_SPLIT.split(message.text.replace("*", "")):
+    for _name, text in said:
+        for sentence in _SENTENCE_SPLIT.split(text.replace("*", "")):
             for match in _CAPITALISED.finditer(sentence):
                 phrase = match.group(0)
                 if match.start() == len(sentence) - len(sentence.lstrip(" \"'“(")):

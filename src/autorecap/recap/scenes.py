@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.dates import as_utc
 from autorecap.core.model import Chat, Message
-from autorecap.core.names import character_name_of, user_name_of
+from autorecap.core.names import character_name_of, spoken, user_name_of
 from autorecap.core.scenes import Scene, add_recap_version, content_hash, scenes
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
@@ -49,7 +49,7 @@ def recap_scenes(
             continue
         request = SceneRecapRequest(
             messages=tuple(
-                SceneMessage(scene.start + i, m.name, m.text, get_memory(m), m.is_narrator)
+                SceneMessage(scene.start + i, *spoken(m), get_memory(m), m.is_narrator)
                 for i, m in enumerate(members)
                 if not m.is_hidden or get_memory(m)
             ),
@@ -58,7 +58,7 @@ def recap_scenes(
             char=character_name_of(chat),
             max_tokens=settings.scene_recap_max_tokens,
             day=scene_day(chat.messages, scene.start),
-            place=place_of([m.text for m in members[:3]], [m.name for m in members]),
+            place=place_of([spoken(m)[1] for m in members[:3]], [spoken(m)[0] for m in members]),
         )
         try:
             result = backend.scene_recap(request)
