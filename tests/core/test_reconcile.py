@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autorecap.core.reconcile import ClientMessage, Op, plan, split_request
+from autorecap.core.reconcile import ClientMessage, Op, Plan, plan, split_request
 
 SYSTEM = ClientMessage("system", "You are Mira.")
 STORED = [("user", "hi"), ("assistant", "hello"), ("user", "sail?"), ("assistant", "at dawn")]
@@ -84,6 +84,71 @@ def test_system_messages_inside_the_history_are_history() -> None:
     assert [m.role for m in history] == ["user", "system"]
 
 
+def _apply(stored: list[tuple[str, str]], result: Plan) -> list[tuple[str, str]]:
+    chat = list(stored)
+    for op in result.ops:
+        if op.kind == "edit":
+            assert op.message is not None
+            chat[op.index] = (op.message.role, op.message.content)
+        elif op.kind == "delete":
+            del chat[op.index]
+        else:
+            assert op.message is not None
+            chat.append((op.message.role, op.message.content))
+    return chat
+
+
+NOTE = "[Author's note: keep the tone grim.]"
+AFTER = "[Post-history: write two paragraphs.]"
+
+
+def test_post_history_instructions_are_sent_on_not_stored() -> None:
+    result = plan(STORED, client(*STORED, ("user", "and now?"), ("system", AFTER)))
+    assert result.ops == [Op("append", message=ClientMessage("user", "and now?"))]
+    assert result.prompts == [(5, ClientMessage("system", AFTER))]
+
+
+def test_an_authors_note_at_a_depth_moves_without_touching_the_messages() -> None:
+    """SillyTavern places an author's note at the same distance from the end each turn: the
+    messages around it keep their places (their recaps, their swipes), and it is not stored."""
+    sent = [*STORED[:3], ("system", NOTE), STORED[3], ("user", "and now?")]
+    result = plan(STORED, client(*sent))
+    assert result.ops == [Op("append", message=ClientMessage("user", "and now?"))]
+    assert result.prompts == [(3, ClientMessage("system", NOTE))]
+
+
+def test_a_note_stored_before_it_was_known_for_one_is_deleted_alone() -> None:
+    """A chat's first request cannot tell a note from a narrator message: stored then, it is
+    deleted when it moves, and nothing else is touched."""
+    stored = [STORED[0], ("system", NOTE), *STORED[1:]]
+    sent = [*STORED[:3], ("system", NOTE), STORED[3], ("user", "and now?")]
+    result = plan(stored, client(*sent))
+    assert result.ops == [
+        Op("delete", index=1),
+        Op("append", message=ClientMessage("user", "and now?")),
+    ]
+    assert _apply(stored, result) == [*STORED, ("user", "and now?")]
+    # Regenerating the last reply meanwhile: its index is the one after the deletion.
+    result = plan(stored, client(*STORED[:2], ("system", NOTE), STORED[2]))
+    assert result.ops == [Op("delete", index=1)]
+    assert result.regenerate == 3
+    assert _apply(stored, result)[result.regenerate] == STORED[3]
+
+
+def test_a_narrator_message_is_stored_where_it_was_said_and_stays() -> None:
+    storm = ("system", "A storm breaks over the bay.")
+    result = plan(STORED, client(*STORED, storm, ("user", "we hold on")))
+    assert [op.message.content for op in result.ops if op.message] == [storm[1], "we hold on"]
+    assert not result.prompts
+    stored = [*STORED, storm, ("user", "we hold on")]
+    later = [*stored, ("assistant", "the mast cracks"), ("user", "cut it loose")]
+    result = plan(stored, client(*later))
+    assert [op.kind for op in result.ops] == ["append", "append"]
+    assert not result.prompts
+    # A whole history arriving at once keeps its narrator messages where they are.
+    assert _apply([], plan([], client(*later))) == later
+
+
 ROLES = st.sampled_from(["user", "assistant"])
 HISTORY = st.lists(st.tuples(ROLES, st.sampled_from(["a", "b", "c", "d"])), max_size=8)
 
@@ -114,3 +179,25 @@ def test_applying_the_plan_gives_the_clients_history(
         unchanged_prefix += 1
     touched = {op.index for op in result.ops if op.kind in ("edit", "delete")}
     assert all(index >= unchanged_prefix for index in touched)  # untouched messages stay
+
+
+ANY_ROLE = st.sampled_from(["user", "assistant", "system"])
+MIXED = st.lists(st.tuples(ANY_ROLE, st.sampled_from(["a", "b", "c", "d"])), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored=MIXED, sent=MIXED)
+def test_with_system_messages_the_plan_stores_the_history_and_places_the_prompts(
+    stored: list[tuple[str, str]], sent: list[tuple[str, str]]
+) -> None:
+    """Carrying out the plan turns the stored chat into the client's history without its
+    prompts, and history and prompts together are what the client sent."""
+    if sent and sent[0][0] == "system":
+        sent = [("user", "first"), *sent]  # a leading system message is the main prompt
+    result = plan(stored, client(*sent), generating=False)
+    history = [(m.role, m.content) for m in result.history]
+    assert _apply(stored, result) == history
+    together: list[tuple[str, str]] = list(history)
+    for place, prompt in reversed(result.prompts):
+        together.insert(place, (prompt.role, prompt.content))
+    assert together == sent

@@ -12,6 +12,16 @@ carries out (each firing the seeds' event):
 
 Messages that match keep their ids and recaps. The leading system messages are the main prompt
 (not chat history); a message carrying our own injected memory is not chat history either.
+
+A system message inside the history is a narrator message (SillyTavern sends its narrator's
+messages with the `system` role) where it can be one: where the stored chat has it after the
+same message, or after everything stored (new at the end). Elsewhere it is a prompt the
+frontend placed among the messages, which the next request places again at the same distance
+from the end: post-history instructions after the newest message, an author's note or
+character's note at a depth. Such a prompt is sent on in its place but never stored: stored,
+it would move every turn, and the messages after it would be deleted and added again, losing
+their recaps and swipes. (A narrator message sent as the very last thing, right before a
+generation, is taken for such a prompt.)
 """
 
 from __future__ import annotations
@@ -56,6 +66,9 @@ class Plan:
     """Index of the stored reply that the coming answer becomes a new swipe of."""
     carries_injection: bool = False
     """The client's prompt already holds our memory (never inject it twice)."""
+    prompts: list[tuple[int, ClientMessage]] = field(default_factory=list)
+    """System messages inside the history that are prompts, not chat messages (see the module
+    docstring), each with the number of `history` messages before it: sent on in place."""
 
     @property
     def unchanged(self) -> bool:
@@ -93,6 +106,48 @@ def split_request(
     return system, history, carries
 
 
+def separate_prompts(
+    stored: Sequence[tuple[str, str]], history: Sequence[ClientMessage]
+) -> tuple[list[ClientMessage], list[tuple[int, ClientMessage]], set[int]]:
+    """(the history without the prompts among it, the prompts with their places, the stored
+    narrator messages the client no longer sends where they were): see the module
+    docstring. A message's place is the text of the chat message before it."""
+    if not any(m.role == "system" for m in history):
+        return list(history), [], set()
+    stored_narrators: dict[tuple[str, str], list[int]] = {}
+    before = ""
+    chat_messages = 0
+    for index, (role, text) in enumerate(stored):
+        if role == "system":
+            stored_narrators.setdefault((text.strip(), before), []).append(index)
+        else:
+            before = text.strip()
+            chat_messages += 1
+    last_chat = max((i for i, m in enumerate(history) if m.role != "system"), default=-1)
+    kept: list[ClientMessage] = []
+    prompts: list[tuple[int, ClientMessage]] = []
+    matched: set[int] = set()
+    before = ""
+    seen = 0
+    for position, message in enumerate(history):
+        if message.role != "system":
+            kept.append(message)
+            before = message.content.strip()
+            seen += 1
+            continue
+        same_place = stored_narrators.get((message.content.strip(), before), [])
+        free = [i for i in same_place if i not in matched]
+        if free and position < last_chat:
+            matched.add(free[0])
+            kept.append(message)
+        elif seen >= chat_messages and position < last_chat:
+            kept.append(message)  # a narrator message after everything stored: new
+        else:
+            prompts.append((len(kept), message))
+    stale = {i for places in stored_narrators.values() for i in places} - matched
+    return kept, prompts, stale
+
+
 def plan(
     stored: Sequence[tuple[str, str]],
     messages: Sequence[ClientMessage],
@@ -103,7 +158,29 @@ def plan(
     """Compare the stored chat (`(role, text)` per message, oldest first) with a client's
     request. `generating`: the request asks for a new reply (a chat completion)."""
     system, history, carries = split_request(messages, injected)
-    result = Plan(system=system, history=history, carries_injection=carries)
+    history, prompts, stale = separate_prompts(stored, history)
+    if not stale:
+        ops, regenerate = _changes(stored, history, generating)
+        return Plan(system, history, ops, regenerate, carries, prompts)
+    # Stored narrator messages the client no longer sends (a prompt stored before it was known
+    # for one): deleted, and the rest reconciled as if they had never been there.
+    kept = [i for i in range(len(stored)) if i not in stale]
+    inner, regenerated = _changes([stored[i] for i in kept], history, generating)
+    ops = [Op("edit", kept[op.index], op.message) for op in inner if op.kind == "edit"]
+    deletes = stale | {kept[op.index] for op in inner if op.kind == "delete"}
+    ops += [Op("delete", index=i) for i in sorted(deletes, reverse=True)]
+    ops += [op for op in inner if op.kind == "append"]
+    regenerate = None
+    if regenerated is not None:  # its index once the deletions are made
+        original = kept[regenerated]
+        regenerate = original - sum(1 for i in deletes if i < original)
+    return Plan(system, history, ops, regenerate, carries, prompts)
+
+
+def _changes(
+    stored: Sequence[tuple[str, str]], history: Sequence[ClientMessage], generating: bool
+) -> tuple[list[Op], int | None]:
+    """The operations that turn `stored` into `history`, and the reply regenerated."""
     prefix = 0
     while (
         prefix < len(stored)
@@ -114,15 +191,12 @@ def plan(
     stored_tail = list(range(prefix, len(stored)))
     client_tail = history[prefix:]
     if not stored_tail:
-        result.ops = [Op("append", message=m) for m in client_tail]
-        return result
+        return [Op("append", message=m) for m in client_tail], None
     if not client_tail:
         last = stored_tail[-1]
         if generating and len(stored_tail) == 1 and stored[last][0] == "assistant":
-            result.regenerate = last  # the client dropped the last reply to get another one
-            return result
-        result.ops = [Op("delete", index=i) for i in reversed(stored_tail)]
-        return result
+            return [], last  # the client dropped the last reply to get another one
+        return [Op("delete", index=i) for i in reversed(stored_tail)], None
     # Changed messages in place (same role, same position) are edits; what remains of the
     # stored tail is deleted, what remains of the client's is appended.
     edits: list[Op] = []
@@ -135,5 +209,4 @@ def plan(
         matched += 1
     deletes = [Op("delete", index=i) for i in reversed(stored_tail[matched:])]
     appends = [Op("append", message=m) for m in client_tail[matched:]]
-    result.ops = edits + deletes + appends
-    return result
+    return edits + deletes + appends, None

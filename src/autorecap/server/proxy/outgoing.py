@@ -30,6 +30,11 @@ def outgoing_messages(
         )
         for index, message in enumerate(result.history)
     ]
+    # The prompts the client placed among the messages go back where they were (the last
+    # first, so that the places of the others hold).
+    for place, prompt in reversed(result.prompts):
+        source = sent[prompt.at] if prompt.at >= 0 else None
+        history.insert(place, HistoryItem(prompt.role, prompt.content, source=source))
     system = [
         sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content} for m in result.system
     ]
