@@ -17,7 +17,10 @@ from autorecap import Chat, Profiles, SQLiteStore, get_data, read_chat, set_data
 from autorecap.core import running
 from autorecap.core.events import Event, ManualClock
 from autorecap.core.running import SET_ASIDE_PREFIX, STORAGE_KEY
+from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import SCENE_KEY, Position
+from autorecap.recap.detection import detect_scene_breaks
+from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.session import Session, SessionError
 from autorecap.settings import DEFAULT_RUNNING_TEMPLATE, Settings
 from autorecap.testing import generate
@@ -752,3 +755,25 @@ def test_refreshes_without_recall_keep_the_slot_the_last_turn_filled() -> None:
     assert session.slots.value("auto_recap_memory_recall") == slot
     session.recall_into_slot()  # where a prompt is built
     assert len(searches) == 2
+
+
+def test_a_history_without_dates_then_a_pause_of_a_day_opens_a_scene() -> None:
+    """As the proxy records a chat: the history it received at once has no dates, the
+    messages it sees pass are dated, and a conversation taken up the next day opens a
+    scene there."""
+    clock = ManualClock()
+    session = Session(Chat(chat_id="pause"), settings=Settings(), clock=clock)
+    for i in range(30):
+        session.send(f"I check the engine of the boat again, part {i}.", quiet=True, dated=False)
+        session.receive(f"The engine of the boat hums, part {i}.", quiet=True, dated=False)
+    assert all(m.send_time is None for m in session.chat.messages)
+    for day in range(2):
+        for i in range(8):
+            clock.advance(40)
+            session.send(f"Still on the engine of the boat, {day}.{i}.", quiet=True)
+            clock.advance(20)
+            session.receive(f"The engine of the boat coughs, {day}.{i}.", quiet=True)
+        clock.advance(86_400)
+    detect_scene_breaks(session.chat, OfflineBackend(), session.settings)
+    next_day = 60 + 16  # the first message after the pause
+    assert any(abs(b + 1 - next_day) <= 1 for b in break_indexes(session.chat.messages))
