@@ -201,3 +201,43 @@ def test_with_system_messages_the_plan_stores_the_history_and_places_the_prompts
     for place, prompt in reversed(result.prompts):
         together.insert(place, (prompt.role, prompt.content))
     assert together == sent
+
+
+STORM = ("system", "A storm breaks over the bay.")
+
+
+def test_a_note_is_deleted_alone_when_the_next_request_has_none() -> None:
+    """An author's note stored by a chat's first request, then a request without it (the note
+    turned off, or skipped this turn): the note goes, nothing else is touched."""
+    stored = [STORED[0], ("system", NOTE), *STORED[1:]]
+    result = plan(stored, client(*STORED, ("user", "u4")))
+    assert result.ops == [Op("delete", index=1), Op("append", message=ClientMessage("user", "u4"))]
+
+
+def test_a_narrator_message_stays_when_a_message_before_it_is_edited_or_deleted() -> None:
+    stored = [*STORED[:2], STORM, *STORED[2:]]
+    edited = [STORED[0], ("assistant", "hello there"), STORM, *STORED[2:], ("user", "u4")]
+    result = plan(stored, client(*edited))
+    assert not result.prompts
+    assert [op.kind for op in result.ops] == ["edit", "append"]
+    deleted = [STORED[1], STORM, *STORED[2:], ("user", "u4")]
+    result = plan(stored, client(*deleted))
+    assert not result.prompts
+    assert _apply(stored, result) == deleted
+
+
+def test_a_narrator_message_after_a_deleted_reply_is_new_not_a_prompt() -> None:
+    """The user deletes the last reply, adds a narrator message and writes on."""
+    sent = [*STORED[:3], STORM, ("user", "we hold on")]
+    result = plan(STORED, client(*sent))
+    assert not result.prompts
+    assert _apply(STORED, result) == sent
+
+
+def test_of_two_narrator_messages_alike_the_one_deleted_goes() -> None:
+    passes = ("system", "*Time passes.*")
+    stored = [("user", "..."), passes, ("assistant", "a1"), ("user", "..."), passes]
+    stored += [("assistant", "a2"), ("user", "u3")]
+    sent = [("user", "..."), ("assistant", "a1"), ("user", "..."), passes, *stored[5:]]
+    result = plan(stored, client(*sent))
+    assert result.ops == [Op("delete", index=1)]

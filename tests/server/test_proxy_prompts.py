@@ -9,6 +9,11 @@ from typing import Any
 
 import httpx
 
+from autorecap.core.model import Chat
+from autorecap.core.reconcile import ClientMessage, plan
+from autorecap.core.slots import Position
+from autorecap.server.proxy.outgoing import outgoing_messages
+from autorecap.session import Session
 from tests.server.conftest import Proxy, Upstream
 
 from .test_proxy import bot, post_chat, texts, user
@@ -62,3 +67,41 @@ def test_a_narrator_message_is_stored_where_it_was_said(
     assert [m.text for m in chat.messages][:4] == [m["content"] for m in history]
     assert chat.messages[2].is_narrator
     assert AFTER["content"] not in texts(chat)
+
+
+def _outgoing(sent: list[dict[str, Any]], stored: list[tuple[str, str]], depth: int) -> list[str]:
+    """The contents the upstream would get, with a memory at `depth`."""
+    messages = [ClientMessage(m["role"], m["content"], "", at) for at, m in enumerate(sent)]
+    result = plan(stored, messages)
+    session = Session(Chat(chat_id="placed"))
+    for message in result.history:
+        session.chat.append({"mes": message.content, "is_user": message.role == "user"})
+    session.slots.set("memory", "MEMORY", Position.IN_CHAT, depth)
+    return [m["content"] for m in outgoing_messages(session, result, sent, None)]
+
+
+def test_a_memory_at_a_depth_counts_chat_messages_not_the_clients_prompts() -> None:
+    """SillyTavern counts a depth in chat messages, and puts its post-history instructions
+    after everything: the proxy places the memory the same way around the client's prompts."""
+    said = [user("u0"), bot("a1"), user("u2")]
+    assert _outgoing([MAIN, *said, AFTER], [], 1) == [
+        MAIN["content"],
+        "u0",
+        "a1",
+        "MEMORY",
+        "u2",
+        AFTER["content"],
+    ]
+    assert _outgoing([MAIN, *said, AFTER], [], 0) == [
+        MAIN["content"],
+        "u0",
+        "a1",
+        "u2",
+        "MEMORY",
+        AFTER["content"],
+    ]
+    # An author's note known for one (stored chat: u0 a1 u2 a3; now two from the end).
+    stored = [("user", "u0"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a3")]
+    sent = [MAIN, user("u0"), bot("a1"), NOTE, user("u2"), bot("a3"), user("u4")]
+    out = _outgoing(sent, stored, 2)
+    assert out == [MAIN["content"], "u0", "a1", NOTE["content"], "u2", "MEMORY", "a3", "u4"]

@@ -175,3 +175,36 @@ def test_a_worker_whose_copy_is_behind_reads_the_chat_again_and_recaps_the_messa
         assert all(j.state == "done" for j in a.queue.list())
     finally:
         store.close()
+
+
+def test_a_regeneration_done_again_with_a_narrator_message_deleted_keeps_its_reply(
+    servers: tuple[ProxyChats, ProxyChats],
+) -> None:
+    """A turn done again whose plan both deletes a stored narrator message and regenerates
+    the last reply is no "later request saved first": the reply becomes a swipe."""
+    a, b = servers
+
+    def sent(*messages: dict[str, str]) -> bytes:
+        return orjson.dumps({"model": "m", "messages": [SYSTEM, *messages]})
+
+    def said(role: str, text: str) -> dict[str, str]:
+        return {"role": role, "content": text}
+
+    storm = said("system", "A storm breaks over the bay.")
+    after = said("system", "[Write one paragraph.]")
+    base = [said("user", "Hello."), said("assistant", reply("Hello.")), said("user", "Where to?")]
+    base += [said("assistant", "East."), storm, said("user", "By ship?")]
+    a.finish(a.begin(CHAT, sent(*base)), "Aye.")
+    b.session(CHAT)
+    more = [*base, said("assistant", "Aye."), said("user", "Now?")]
+    late = b.begin(CHAT, sent(*more, after))
+    b.record(late, "Now.")
+    # The user deletes the narrator message and asks for another reply, on server a.
+    again = a.begin(CHAT, sent(*[m for m in more if m is not storm], after))
+    a.record(again, "Right now.")
+    b.settle(late)
+    a.settle(again)  # done again on what b saved
+    assert again.replayed
+    messages = a.store.load_chat(CHAT).messages
+    assert storm["content"] not in [m.text for m in messages]
+    assert messages[-1].swipes == ["Now.", "Right now."]

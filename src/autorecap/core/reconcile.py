@@ -110,41 +110,57 @@ def separate_prompts(
     stored: Sequence[tuple[str, str]], history: Sequence[ClientMessage]
 ) -> tuple[list[ClientMessage], list[tuple[int, ClientMessage]], set[int]]:
     """(the history without the prompts among it, the prompts with their places, the stored
-    narrator messages the client no longer sends where they were): see the module
-    docstring. A message's place is the text of the chat message before it."""
-    if not any(m.role == "system" for m in history):
-        return list(history), [], set()
-    stored_narrators: dict[tuple[str, str], list[int]] = {}
-    before = ""
-    chat_messages = 0
+    narrator messages the client no longer sends where they were): see the module docstring.
+
+    A system message's place is the number of chat messages before it. It is a stored
+    narrator message when the stored chat has the same text at that place or later (messages
+    before it may have been deleted since); a prompt placed at a depth moves later as the
+    chat grows. A new one is a narrator message when it comes after the chat messages the
+    stored chat begins with (nothing stored follows it)."""
+    narrators: dict[str, list[tuple[int, int]]] = {}  # text -> [(place, stored index)]
+    chat_messages: list[tuple[str, str]] = []
     for index, (role, text) in enumerate(stored):
         if role == "system":
-            stored_narrators.setdefault((text.strip(), before), []).append(index)
+            narrators.setdefault(text.strip(), []).append((len(chat_messages), index))
         else:
-            before = text.strip()
-            chat_messages += 1
-    last_chat = max((i for i, m in enumerate(history) if m.role != "system"), default=-1)
+            chat_messages.append((role, text))
+    if not any(m.role == "system" for m in history):
+        stale = {index for found in narrators.values() for _, index in found}
+        return list(history), [], stale
+    said = [m for m in history if m.role != "system"]
+    common = 0  # the chat messages the stored chat and the client's begin with alike
+    while (
+        common < len(said)
+        and common < len(chat_messages)
+        and _same(*chat_messages[common], said[common])
+    ):
+        common += 1
+    last_said = max((i for i, m in enumerate(history) if m.role != "system"), default=-1)
     kept: list[ClientMessage] = []
     prompts: list[tuple[int, ClientMessage]] = []
     matched: set[int] = set()
-    before = ""
-    seen = 0
+    place = 0
     for position, message in enumerate(history):
         if message.role != "system":
             kept.append(message)
-            before = message.content.strip()
-            seen += 1
+            place += 1
             continue
-        same_place = stored_narrators.get((message.content.strip(), before), [])
-        free = [i for i in same_place if i not in matched]
-        if free and position < last_chat:
-            matched.add(free[0])
+        if position > last_said:  # after the newest chat message: post-history instructions
+            prompts.append((len(kept), message))
+            continue
+        stored_at = [
+            index
+            for at, index in narrators.get(message.content.strip(), [])
+            if at >= place and index not in matched
+        ]
+        if stored_at:
+            matched.add(stored_at[0])
             kept.append(message)
-        elif seen >= chat_messages and position < last_chat:
-            kept.append(message)  # a narrator message after everything stored: new
+        elif place >= common:
+            kept.append(message)  # a new narrator message: nothing stored follows it
         else:
             prompts.append((len(kept), message))
-    stale = {i for places in stored_narrators.values() for i in places} - matched
+    stale = {index for found in narrators.values() for _, index in found} - matched
     return kept, prompts, stale
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from autorecap.core.prompt import HistoryItem, assemble_chat
-from autorecap.core.reconcile import Plan
+from autorecap.core.reconcile import ClientMessage, Plan
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.session import Session
 
@@ -26,15 +26,10 @@ def outgoing_messages(
             message.name,
             index in hidden,
             index,
-            source=sent[message.at] if message.at >= 0 else None,
+            source=_as_sent(message, sent),
         )
         for index, message in enumerate(result.history)
     ]
-    # The prompts the client placed among the messages go back where they were (the last
-    # first, so that the places of the others hold).
-    for place, prompt in reversed(result.prompts):
-        source = sent[prompt.at] if prompt.at >= 0 else None
-        history.insert(place, HistoryItem(prompt.role, prompt.content, source=source))
     system = [
         sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content} for m in result.system
     ]
@@ -43,4 +38,30 @@ def outgoing_messages(
     built = assemble_chat(
         system, history, slots, session.counter, context_size=context_size, count=False
     )
-    return built.messages
+    if not result.prompts:
+        return built.messages
+    return _with_prompts(built.messages, history, result.prompts, sent)
+
+
+def _as_sent(message: ClientMessage, sent: list[dict[str, Any]]) -> dict[str, Any]:
+    return (
+        sent[message.at] if message.at >= 0 else {"role": message.role, "content": message.content}
+    )
+
+
+def _with_prompts(
+    messages: list[dict[str, Any]],
+    history: list[HistoryItem],
+    prompts: list[tuple[int, ClientMessage]],
+    sent: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The prompts the client placed among its messages put back where they were: each just
+    before the message it preceded (or at the end), once the memory is in, so that a depth
+    counts chat messages as SillyTavern counts them."""
+    out = list(messages)
+    where = {id(message): at for at, message in enumerate(out)}
+    for place, prompt in reversed(prompts):  # the last first: the places before it hold
+        following = (where.get(id(item.source)) for item in history[place:])
+        at = next((found for found in following if found is not None), len(out))
+        out.insert(at, _as_sent(prompt, sent))
+    return out

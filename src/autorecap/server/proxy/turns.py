@@ -222,15 +222,23 @@ class ProxyChats(ChatRegistry):
             client_messages(parse_body(turn.raw)),
             injected=turn.injected,
         )
-        later = result.ops and all(op.kind == "delete" for op in result.ops)
-        same = result.regenerate is not None and chat.messages[result.regenerate].text == turn.reply
-        if later or same:
+        later = (
+            result.regenerate is None
+            and bool(result.ops)
+            and all(op.kind == "delete" for op in result.ops)
+        )
+        if later:
             # The request is a beginning of the stored chat: another server saved a later
-            # request of the same client first (its list holds this turn and its reply), or
-            # answered this very request with the same reply. Nothing of it is missing.
+            # request of the same client first (its list holds this turn and its reply).
+            # Nothing of it is missing.
             turn.touched, turn.chat, turn.recorded = [], chat, None
             return session
         turn.touched = carry_out(session, result)
+        same = result.regenerate is not None and chat.messages[result.regenerate].text == turn.reply
+        if same:
+            # Another server answered this very request with the same reply.
+            turn.chat, turn.recorded = chat, None
+            return session
         turn.chat, turn.regenerate, turn.recorded = chat, result.regenerate, None
         if turn.reply:
             after = chat.messages[result.regenerate] if result.regenerate is not None else None
