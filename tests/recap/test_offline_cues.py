@@ -31,6 +31,9 @@ from autorecap.testing import generate
         (["We met again in Porto, by the river."], "Porto"),
         (["*The rain follows them down Weir Street.*"], "Weir Street"),
         (["They wait at the fish market for the boat."], "the fish market"),
+        (["We wait at the train station until the last bus leaves."], "the train station"),
+        (["They meet in the car park behind the mill."], "the car park"),
+        (["She picks up the kitchen knife and turns it over."], ""),
         (["Nobody says where they are."], ""),
     ],
 )
@@ -75,11 +78,15 @@ def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
 @pytest.mark.parametrize(
     "message",
     [
+        "*April was still laughing when she handed him the second apple.* " + FILLER,
+        "*She pulls the Christmas sweater tighter around her shoulders.* " + FILLER,
+        "*He glances at his watch. 4:15. Plenty of time before the ferry.* " + FILLER,
+        "*You may first want to check the rigging,* she says. " + FILLER,
         "friday the 15th if the varnish dries",
         '"The bus leaves at 4:50 a.m. sharp," she says. ' + FILLER,
     ],
 )
-def test_a_date_in_a_chat_message_or_in_speech_is_not_a_dateline(message: str) -> None:
+def test_a_date_in_a_chat_message_in_speech_or_in_passing_is_not_a_dateline(message: str) -> None:
     turns = [Turn("when can you come?"), Turn(message)]
     assert "time" not in score_scene_starts(turns)[0].cues
 
@@ -96,6 +103,11 @@ def test_dates_that_tell_nothing_count_as_none() -> None:
     assert threshold_for(_at(0, 0, 0.001, 0.001, 0.002)) == UNDATED_THRESHOLD
     assert threshold_for(_at(0, 0, 0, 0, 86_400, 86_400)) == THRESHOLD  # sessions a day apart
     assert threshold_for(_at(0, 20, 45, 80, 130)) == THRESHOLD  # a live chat
+    # Through the proxy: a history with no dates, then the few messages dated as they passed.
+    start = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    history = [Turn(f"message {i}") for i in range(60)]
+    live = [Turn("asked", time=start), Turn("answered", time=start + timedelta(seconds=9))]
+    assert threshold_for([*history, *live]) == UNDATED_THRESHOLD
 
 
 def test_a_history_received_at_once_finds_the_breaks_of_the_undated_chat() -> None:

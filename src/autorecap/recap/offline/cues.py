@@ -49,13 +49,14 @@ PAUSE_FLOOR = 20 * 60
 
 
 def threshold_for(turns: Sequence[Turn]) -> float:
-    """`THRESHOLD`, or `UNDATED_THRESHOLD` when the send dates tell nothing (none at all, or
-    the same moment for most messages with no pause anywhere: a history stamped as it arrived)
-    in a chat of two. A group chat keeps `THRESHOLD`: its changes of cast are a cue that a
-    chat of two lacks (on the dev group chats with no dates, as many breaks found with 14
-    extra instead of 22)."""
+    """`THRESHOLD`, or `UNDATED_THRESHOLD` when the send dates tell nothing (most messages
+    with none, or with the same moment, and no pause anywhere: a history the proxy received at
+    once, and the few messages dated since) in a chat of two. A group chat keeps `THRESHOLD`:
+    its changes of cast are a cue that a chat of two lacks (on the dev group chats with no
+    dates, as many breaks found with 14 extra instead of 22)."""
     gaps = [g for g in _gaps(turns) if g is not None]
-    if any(g >= PAUSE_FLOOR for g in gaps) or (gaps and sum(g >= 1 for g in gaps) >= len(gaps) / 2):
+    pairs = max(1, len(turns) - 1)
+    if any(g >= PAUSE_FLOOR for g in gaps) or sum(g >= 1 for g in gaps) >= pairs / 2:
         return THRESHOLD
     if len({turn.speaker for turn in turns if _cast(turn)}) > 2:
         return THRESHOLD
@@ -103,6 +104,8 @@ _TIME_POINT = re.compile(
 _MONTH = (
     r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
 )
+_PLAIN_MONTH = r"(?:january|february|april|june|july|august|september|october|november|december)"
+"""Months that are no other English word ("may", "march") and few names ("April" is one)."""
 _ORDINAL = (
     r"(?:\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth"
     r"|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth"
@@ -111,13 +114,13 @@ _ORDINAL = (
 )
 _DATELINE = re.compile(
     r"(?:"
-    r"\b\d{1,2}(?::\d\d)?\s*[ap]\.?m\b\.?|\b\d{1,2}:\d\d\b"
+    r"\b\d{1,2}(?::\d\d)?\s*[ap]\.?m\b\.?|^\W*\d{1,2}:\d\d\b"
     rf"|\b(?:the\s+)?{_ORDINAL}\s+of\s+{_MONTH}\b"
-    rf"|\b{_MONTH}\s+(?:\d{{1,2}}\b|{_ORDINAL}\b)"
+    rf"|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b{_PLAIN_MONTH}\s+{_ORDINAL}\b"
     rf"|\b{_WEEKDAY}[,\s]+(?:the\s+)?{_ORDINAL}\b"
-    r"|\b(?:christmas|new\s+year'?s)(?:\s+(?:eve|day|morning))?\b|\bhalloween\b"
-    r"|\bthanksgiving\b|\beaster\s+(?:sunday|morning|day)\b|\bmidsummer\b"
-    rf"|^{_MONTH}(?<!may)(?<!march)\s+(?:comes|came|arrives|arrived|brings|brought|is|was|ends|ended)\b"
+    r"|^\W*(?:christmas|new\s+year'?s|halloween|thanksgiving|easter|midsummer)"
+    r"(?:\s+(?:eve|day|morning|night|sunday))?\s*[,.:;—-]"
+    rf"|^\W*{_PLAIN_MONTH}\s+(?:comes|came|arrives|arrived|brings|brought|ends|ended)\b"
     r")",
     re.IGNORECASE,
 )
@@ -568,7 +571,17 @@ def _cosine(a: Counter[str], b: Counter[str], weight: dict[str, float]) -> float
     return dot / (norm_a * norm_b) if norm_a and norm_b else 0.0
 
 
-_PLACE_PHRASE = re.compile(r"\b(?:the|a|an|my|our|his|her|their)((?:\s+[a-z][\w'’-]+){1,3})\b")
+_PLACE_PHRASE = re.compile(
+    r"\b(?:the|a|an|my|our|his|her|their)((?:\s+[a-z][\w'’-]+){1,3})(?=\s+([a-z][\w'’-]*))?"
+)
+"""A determiner, up to three lower-case words, and the word after them (if one follows)."""
+_PHRASE_ENDS = frozenset(
+    """
+    behind beside near across along beyond toward towards past outside inside around opposite
+    next among upon within without where
+    """.split()
+)
+"""Words after which a noun phrase has ended (besides stopwords): "the car park behind"."""
 
 
 _IN_PLACE = re.compile(
@@ -603,11 +616,13 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
             if not persons & set(words) and words[0].lower() not in _TITLES:
                 return name
         for match in _PLACE_PHRASE.finditer(plain):
-            # The shortest phrase that ends in a kind of place: "the fish market", not "the
-            # fish market for" (and then "the boat").
-            words = match.group(1).split()
-            for end, word in enumerate(words):
-                if word.lower() in PLACES:
+            # A phrase that ends in a kind of place, where the noun phrase ends: "the fish
+            # market" (for the boat), "the train station", but not "the kitchen knife".
+            words = [*match.group(1).split(), *(match.group(2) or "").split()]
+            for end in range(min(3, len(words)) - 1, -1, -1):
+                after = words[end + 1] if end + 1 < len(words) else ""
+                ended = not after or after.lower() in _STOP or after.lower() in _PHRASE_ENDS
+                if words[end].lower() in PLACES and ended:
                     determiner = match.group(0)[: match.start(1) - match.start(0)]
                     return f"{determiner} {' '.join(words[: end + 1])}"
     return ""
