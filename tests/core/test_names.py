@@ -104,10 +104,13 @@ def test_one_side_can_be_learnt_alone() -> None:
         # SillyTavern's group chat through the proxy: the character named before the text.
         ("Assistant", "Mae: We sail at dawn.", ("Mae", "We sail at dawn.")),
         ("Assistant", "Dr. Faust: Indeed.", ("Dr. Faust", "Indeed.")),
+        ("Assistant", "Capt.: Report, sailor.", ("Capt", "Report, sailor.")),
         # The name said twice ("names in content" with a named message): said once.
         ("Seraphina", "Seraphina: Hello there.", ("Seraphina", "Hello there.")),
         # Not a speaker: a common word, a note, another name on a named message.
         ("Assistant", "Note: the bridge is out.", ("Assistant", "Note: the bridge is out.")),
+        ("Assistant", "Chapter Two: the storm", ("Assistant", "Chapter Two: the storm")),
+        ("Assistant", "Captain's Log: day 4", ("Assistant", "Captain's Log: day 4")),
         ("User", "OOC: skip to the city", ("User", "OOC: skip to the city")),
         ("Mae", "Rook: that's what he said.", ("Mae", "Rook: that's what he said.")),
         ("Assistant", "No prefix here.", ("Assistant", "No prefix here.")),

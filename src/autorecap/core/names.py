@@ -151,10 +151,11 @@ def spoken(message: Message) -> tuple[str, str]:
     names the speaker where the message's own name is a stand-in, and is not said twice where
     it repeats that name."""
     name, text = message.name, message.text
-    prefix = speaker_prefix(text)
-    if prefix is None:
+    match = _PREFIX.match(text)
+    prefix = _name(match.group(1)) if match else None
+    if match is None or prefix is None:
         return name, text
-    said = text[len(prefix) + 1 :].lstrip()
+    said = text[match.end(1) + 1 :].lstrip()
     if prefix == name:
         return name, said
     if name.strip() in STAND_INS and _could_be_speaker(prefix):
@@ -162,10 +163,18 @@ def spoken(message: Message) -> tuple[str, str]:
     return name, text
 
 
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "sir", "lady", "lord", "captain", "capt"})
+
+
 def _could_be_speaker(prefix: str) -> bool:
-    if prefix in _NOT_SPEAKERS:
-        return False
-    return " " in prefix or zipf_frequency(prefix.lower(), "en") < WORD_ZIPF
+    """A name, not a heading ("Chapter Two:") or a word ("Note:"): its first word is no
+    common English word, unless a title ("Dr. Faust")."""
+    if prefix in _NOT_SPEAKERS or prefix.split()[0].endswith(("'s", "’s")):
+        return False  # "Captain's Log:" is a heading
+    first = prefix.split()[0].lower().rstrip(".")
+    if first in _TITLES and " " in prefix:
+        return True
+    return zipf_frequency(first, "en") < WORD_ZIPF
 
 
 def names_from_request(

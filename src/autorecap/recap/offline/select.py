@@ -270,11 +270,14 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
 
 
 _NAMING = re.compile(
-    r"\b(?:called|named|name'?s|name\s+is|known\s+as|password\s+is|code\s+is|word\s+is)"
-    r"\s+(?:the\s+|a\s+)?([\"'‘“]?[\w'’&.-]+(?:\s+[\w'’&.-]+){0,3})",
-    re.IGNORECASE,
+    r"\b(?i:called|named|name'?s|name\s+is|known\s+as|password\s+is|code\s+is|word\s+is)"
+    r"\s+(?:the\s+|a\s+)?([\"'‘“]?[A-Z0-9][\w'’&.-]*(?:\s+[\w'’&.-]+){0,3})"
 )
-_QUOTED = re.compile(r"(?<![\w'’])['‘]([A-Za-z][\w ’-]{2,40}?)['’](?!\w)")
+"""A name given ("is called the Tallow & Thistle", "the code is 4471"): what follows is
+capitalised, quoted or a number ("she called her mother" gives nothing)."""
+_QUOTED = re.compile(r"(?<=\w[\s:])['‘]([A-Za-z][\w ’-]{2,40}?)['’](?!\w)")
+"""A short phrase in single quotes inside a sentence ("it's 'blue heron sleeps' now"); a line
+of dialogue in single quotes opens its sentence, or ends in punctuation inside them."""
 TOLD_VALUE = 4.0
 """Added to a word that a sentence names something by ("is called the Tallow & Thistle",
 "the word is 'blue heron sleeps'"), or quotes: what a memory is asked for later."""
