@@ -241,3 +241,19 @@ def test_of_two_narrator_messages_alike_the_one_deleted_goes() -> None:
     sent = [("user", "..."), ("assistant", "a1"), ("user", "..."), passes, *stored[5:]]
     result = plan(stored, client(*sent))
     assert result.ops == [Op("delete", index=1)]
+
+
+def test_a_message_deleted_early_in_the_chat_is_the_only_one_touched() -> None:
+    """SillyTavern lets a message be deleted anywhere: the messages after it keep their ids
+    and recaps (they are not deleted and added again)."""
+    long = [("user" if i % 2 == 0 else "assistant", f"line {i}") for i in range(40)]
+    sent = [m for i, m in enumerate(long) if i not in (1, 2)] + [("user", "and now?")]
+    result = plan(long, client(*sent))
+    assert result.ops == [
+        Op("delete", index=2),
+        Op("delete", index=1),
+        Op("append", message=ClientMessage("user", "and now?")),
+    ]
+    edited = [*long[:5], ("assistant", "line 5, fixed"), *long[6:]]
+    result = plan(long, client(*[m for i, m in enumerate(edited) if i != 20]))
+    assert [(op.kind, op.index) for op in result.ops] == [("edit", 5), ("delete", 20)]

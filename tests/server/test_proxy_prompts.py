@@ -5,15 +5,24 @@ narrator message, which SillyTavern also sends with the `system` role, is stored
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autorecap.core.model import Chat
 from autorecap.core.reconcile import ClientMessage, plan
 from autorecap.core.slots import Position
+from autorecap.jobs.queue import JobQueue
+from autorecap.profiles import Profiles
 from autorecap.server.proxy.outgoing import outgoing_messages
+from autorecap.server.proxy.turns import ProxyChats
 from autorecap.session import Session
+from autorecap.store import open_store
 from tests.server.conftest import Proxy, Upstream
 
 from .test_proxy import bot, post_chat, texts, user
@@ -105,3 +114,85 @@ def test_a_memory_at_a_depth_counts_chat_messages_not_the_clients_prompts() -> N
     sent = [MAIN, user("u0"), bot("a1"), NOTE, user("u2"), bot("a3"), user("u4")]
     out = _outgoing(sent, stored, 2)
     assert out == [MAIN["content"], "u0", "a1", NOTE["content"], "u2", "MEMORY", "a3", "u4"]
+
+
+# --- a conversation of any shape ---------------------------------------------------------------
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.just(("send",)) | st.just(("send",)) | st.just(("send",)),
+        st.just(("regenerate",)),
+        st.tuples(st.just("edit"), st.integers(0, 30)),
+        st.tuples(st.just("delete"), st.integers(0, 30)),
+        st.tuples(
+            st.just("narrate"),
+        ),
+        st.tuples(st.just("note"), st.integers(0, 4)),
+        st.just(("no note",)),
+        st.just(("instructions",)),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions=ACTIONS)
+def test_the_stored_chat_is_the_clients_messages_whatever_prompts_it_sends(
+    actions: list[tuple[Any, ...]],
+) -> None:
+    """A client with narrator messages, an author's note at a depth that it turns on, off and
+    moves, and post-history instructions: after every turn the stored chat is the client's
+    messages and the reply, the note at most once (a chat's first request cannot tell it from
+    a narrator message), and never the instructions."""
+    with tempfile.TemporaryDirectory(prefix="prompts-") as folder:
+        store = open_store(str(Path(folder) / "store.db"))
+        chats = ProxyChats(store, JobQueue(store), profiles=Profiles(Path(folder) / "s.json"))
+        try:
+            messages: list[dict[str, str]] = [user("Hello there, captain.")]
+            depth: int | None = 2
+            after = True
+            for number, action in enumerate([("start",), *actions]):
+                kind = action[0]
+                if kind == "send":
+                    messages.append(user(f"Message {number}."))
+                elif kind == "regenerate" and messages and messages[-1]["role"] == "assistant":
+                    messages.pop()
+                elif kind == "edit" and messages:
+                    index = action[1] % len(messages)
+                    messages[index] = {**messages[index], "content": f"Edited {number}."}
+                elif kind == "delete" and len(messages) > 1:
+                    index = action[1] % len(messages)
+                    rest = [*messages[:index], *messages[index + 1 :]]
+                    if rest[0]["role"] != "system":  # else the main prompt's, to any client
+                        messages = rest
+                elif kind == "narrate":
+                    messages.append({"role": "system", "content": f"Narrated {number}."})
+                    messages.append(user(f"Message {number}."))
+                elif kind == "note":
+                    depth = action[1]
+                elif kind == "no note":
+                    depth = None
+                elif kind == "instructions":
+                    after = not after
+                sent = [MAIN, *messages]
+                if depth is not None:
+                    sent.insert(max(1, len(sent) - depth), NOTE)
+                if after:
+                    sent.append(AFTER)
+                if all(m["role"] == "system" for m in sent):
+                    continue
+                reply = f"Reply {number}."
+                chats.finish(
+                    chats.begin("any", orjson.dumps({"model": "m", "messages": sent})), reply
+                )
+                messages.append(bot(reply))  # after a regeneration: a swipe, shown
+                stored = [m.text for m in store.load_chat("any").messages]
+                assert AFTER["content"] not in stored
+                assert stored.count(NOTE["content"]) <= 1
+                assert [t for t in stored if t != NOTE["content"]] == [
+                    m["content"] for m in messages
+                ]
+        finally:
+            chats.close()
+            store.close()

@@ -8,7 +8,10 @@ carries out (each firing the seeds' event):
 - the last reply missing, with a request for a new one -> `regenerate` (the new reply becomes a
   swipe of the stored message: message_swiped);
 - a message whose text changed (same role, same place) -> `edit` (message_edited);
-- messages missing -> `delete` (message_deleted), newest first so indexes stay valid.
+- messages missing, wherever they were -> `delete` (message_deleted), newest first so indexes
+  stay valid; the messages around them keep their ids (the two lists are aligned, `difflib`).
+  Messages added anywhere but at the end cannot be inserted: from the first of them on, the
+  stored messages are deleted and the client's appended.
 
 Messages that match keep their ids and recaps. The leading system messages are the main prompt
 (not chat history); a message carrying our own injected memory is not chat history either.
@@ -26,6 +29,7 @@ generation, is taken for such a prompt.)
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -136,27 +140,38 @@ def separate_prompts(
     ):
         common += 1
     last_said = max((i for i, m in enumerate(history) if m.role != "system"), default=-1)
-    kept: list[ClientMessage] = []
-    prompts: list[tuple[int, ClientMessage]] = []
-    matched: set[int] = set()
+    places: list[int] = []  # each history message's place (chat messages before it)
     place = 0
-    for position, message in enumerate(history):
-        if message.role != "system":
-            kept.append(message)
-            place += 1
-            continue
-        if position > last_said:  # after the newest chat message: post-history instructions
-            prompts.append((len(kept), message))
+    for message in history:
+        places.append(place)
+        place += message.role != "system"
+    matched: set[int] = set()
+    narrator: dict[int, bool] = {}  # history position -> is a narrator message
+    for position, message in enumerate(history):  # the same text at its place or later
+        if message.role != "system" or position > last_said:
             continue
         stored_at = [
             index
             for at, index in narrators.get(message.content.strip(), [])
-            if at >= place and index not in matched
+            if at >= places[position] and index not in matched
         ]
         if stored_at:
             matched.add(stored_at[0])
+            narrator[position] = True
+    unmatched = {
+        at: index for found in narrators.values() for at, index in found if index not in matched
+    }
+    kept: list[ClientMessage] = []
+    prompts: list[tuple[int, ClientMessage]] = []
+    for position, message in enumerate(history):
+        if message.role != "system" or narrator.get(position):
             kept.append(message)
-        elif place >= common:
+        elif position > last_said:  # after the newest chat message: post-history instructions
+            prompts.append((len(kept), message))
+        elif places[position] in unmatched:  # a stored narrator message, edited
+            matched.add(unmatched.pop(places[position]))
+            kept.append(message)
+        elif places[position] >= common:
             kept.append(message)  # a new narrator message: nothing stored follows it
         else:
             prompts.append((len(kept), message))
@@ -196,7 +211,11 @@ def plan(
 def _changes(
     stored: Sequence[tuple[str, str]], history: Sequence[ClientMessage], generating: bool
 ) -> tuple[list[Op], int | None]:
-    """The operations that turn `stored` into `history`, and the reply regenerated."""
+    """The operations that turn `stored` into `history`, and the reply regenerated. After
+    the messages both begin with, the rest is aligned (`difflib`): messages missing from the
+    client's list are deleted, changed ones edited in place, and the others keep their ids,
+    wherever the change was. Messages added anywhere but at the end cannot be inserted: from
+    the first of them on, the stored messages are deleted and the client's appended."""
     prefix = 0
     while (
         prefix < len(stored)
@@ -204,25 +223,38 @@ def _changes(
         and _same(stored[prefix][0], stored[prefix][1], history[prefix])
     ):
         prefix += 1
-    stored_tail = list(range(prefix, len(stored)))
-    client_tail = history[prefix:]
-    if not stored_tail:
-        return [Op("append", message=m) for m in client_tail], None
-    if not client_tail:
-        last = stored_tail[-1]
-        if generating and len(stored_tail) == 1 and stored[last][0] == "assistant":
+    if prefix == len(stored):
+        return [Op("append", message=m) for m in history[prefix:]], None
+    if prefix == len(history):
+        last = len(stored) - 1
+        if generating and prefix == last and stored[last][0] == "assistant":
             return [], last  # the client dropped the last reply to get another one
-        return [Op("delete", index=i) for i in reversed(stored_tail)], None
-    # Changed messages in place (same role, same position) are edits; what remains of the
-    # stored tail is deleted, what remains of the client's is appended.
+        return [Op("delete", index=i) for i in range(last, prefix - 1, -1)], None
+    ours = [(role, text.strip()) for role, text in stored[prefix:]]
+    theirs = [(m.role, m.content.strip()) for m in history[prefix:]]
     edits: list[Op] = []
-    matched = 0
-    for index, message in zip(stored_tail, client_tail, strict=False):
-        if stored[index][0] != message.role:
+    deletes: list[int] = []
+    appends: list[ClientMessage] = []
+    matcher = difflib.SequenceMatcher(None, ours, theirs, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        same_roles = tag == "replace" and [r for r, _ in ours[i1:i2]] == [
+            r for r, _ in theirs[j1:j2]
+        ]
+        if tag == "delete":
+            deletes.extend(range(prefix + i1, prefix + i2))
+        elif same_roles:
+            edits.extend(
+                Op("edit", index=prefix + i, message=history[prefix + j])
+                for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+            )
+        elif i1 == len(ours):  # added at the end
+            appends.extend(history[prefix + j1 : prefix + j2])
+        else:  # added before stored messages: they go, and the client's rest is appended
+            deletes.extend(range(prefix + i1, len(stored)))
+            edits = [op for op in edits if op.index < prefix + i1]
+            appends = list(history[prefix + j1 :])
             break
-        if not _same(stored[index][0], stored[index][1], message):
-            edits.append(Op("edit", index=index, message=message))
-        matched += 1
-    deletes = [Op("delete", index=i) for i in reversed(stored_tail[matched:])]
-    appends = [Op("append", message=m) for m in client_tail[matched:]]
-    return edits + deletes + appends, None
+    ops = [*edits, *(Op("delete", index=i) for i in sorted(set(deletes), reverse=True))]
+    return ops + [Op("append", message=m) for m in appends], None
