@@ -280,8 +280,26 @@ class Carry:
     then: Send | None
 
 
+@dataclass(frozen=True)
+class Instructions:
+    """The client starts or stops sending post-history instructions after the newest message
+    (SillyTavern's, in every request while they are set)."""
+
+    text: str | None
+    then: Send | None
+
+
 ClientAction = (
-    Send | Regenerate | Resend | Edit | Whitespace | Delete | Narrator | LeadSystem | Carry
+    Send
+    | Regenerate
+    | Resend
+    | Edit
+    | Whitespace
+    | Delete
+    | Narrator
+    | LeadSystem
+    | Carry
+    | Instructions
 )
 
 
@@ -343,6 +361,13 @@ class Client:
             {"role": "system", "content": MAIN_PROMPT},
             user("Hello there, captain."),
         ]
+        self.after: str | None = None
+        """Post-history instructions sent after the messages, never part of them."""
+
+    def sent(self) -> list[dict[str, Any]]:
+        """The request's messages: the list, and the instructions after it."""
+        after = [{"role": "system", "content": self.after}] if self.after else []
+        return [*self.messages, *after]
 
     @property
     def lead(self) -> int:
@@ -394,6 +419,9 @@ class Client:
             note = {"role": "system", "content": action.text}
             index = self.at(action.at) if action.at is not None else None
             self.messages.insert(len(self.messages) if index is None else index, note)
+            self.send(action.then)
+        elif isinstance(action, Instructions):
+            self.after = action.text
             self.send(action.then)
         elif isinstance(action, LeadSystem):
             self.messages.insert(self.lead, {"role": "system", "content": action.text})
@@ -474,7 +502,7 @@ def converse(twins: Twins, steps: list[Step], *, memory: bool = False) -> Client
         client.apply(action, twins.memory_text)
         reply = step.answer or f"Reply {number}: the tide turns."
         reply = "" if step.reply == "empty" else reply
-        twins.request(list(client.messages), reply)
+        twins.request(client.sent(), reply)
         if reply:
             client.answer(reply, step.reply)
     return client
@@ -497,6 +525,11 @@ client_actions = st.one_of(
     st.builds(LeadSystem, st.sampled_from(["Write in the past tense.", "Be brief."]), maybe_send),
     st.builds(Carry, st.sampled_from(["merge", "lead", "history"]), st.integers(0, 4), maybe_send),
     st.builds(Carry, st.just("history"), st.integers(0, 4), maybe_send),
+    st.builds(
+        Instructions,
+        st.sampled_from([None, "[Write one paragraph.]", "[Stay in character.]"]),
+        maybe_send,
+    ),
 )
 stored = st.integers(-6, 40)
 """A stored message: from the start, or (negative) from the end, where most changes happen."""
@@ -829,3 +862,24 @@ def test_a_message_with_another_role_inside_the_history(twins: Twins) -> None:
     for registry in (twins.slow, twins.fast):
         memories = [get_memory(m) for m in registry.chat(CHAT).messages]
         assert "Mira agreed to sail at dawn (#-1)" in memories
+
+
+def test_post_history_instructions_take_the_fast_path_and_stay_last(twins: Twins) -> None:
+    """SillyTavern's post-history instructions come after the newest message in every request:
+    the fast path keeps them out of what it remembers and puts them back after everything."""
+    client = Client()
+    client.after = "[Write one paragraph.]"
+    for number in range(4):
+        turn = twins.request(client.sent(), f"Reply {number}.")
+        assert twins.fast.fast_turns == number  # every request after the first
+        assert turn.messages[-1] == {"role": "system", "content": client.after}
+        client.answer(f"Reply {number}.", "append")
+        client.send(Send(WORDS[number]))
+    twins.change(server_change(RunningRecap("The Gull left port.")))
+    taken = twins.fast.fast_turns
+    turn = twins.request(client.sent(), "Reply 4.")
+    assert twins.fast.fast_turns == taken + 1
+    assert turn.messages[-1] == {"role": "system", "content": client.after}
+    assert any("The Gull left port." in str(m["content"]) for m in turn.messages)
+    stored = [m.text for m in twins.fast.chat(CHAT).messages]
+    assert client.after not in stored

@@ -10,9 +10,10 @@ meanwhile (the chat's change listener says which were), only the bytes after the
 and reconciled (`repeat_of`), and the outgoing request is the client's bytes with the hidden
 messages cut out and the memory put in.
 
-Anything unusual (a system message inside the history, an edit in the middle, another JSON
-layout, a context size to fit) takes the full path, which gives the same result; a property test
-compares the two.
+Prompts after the newest message (SillyTavern's post-history instructions, in every request)
+are left out of what is remembered and put back after everything. Anything unusual (a system
+message among the messages, an edit in the middle, another JSON layout, a context size to fit)
+takes the full path, which gives the same result; a property test compares the two.
 """
 
 from __future__ import annotations
@@ -70,13 +71,23 @@ class Echo:
 def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | None:
     """What to keep of a request reconciled in full, when its history holds only user and
     assistant messages (after `result`'s operations, the stored chat begins with exactly
-    them) and its bytes are laid out as `server.wire` expects."""
+    them), any prompts come after all of them, and its bytes are laid out as `server.wire`
+    expects."""
     lead = 0
     while lead < len(result.system) and result.system[lead].at == lead:
         lead += 1
     if lead != len(result.system):
         return None  # a system message inside the history carries our memory
-    history = len(sent) - lead
+    # Prompts after the newest message (post-history instructions) are the request's last
+    # elements: the echo ends before them, the next request brings them again.
+    after = len(result.prompts)
+    ends_with_them = all(
+        prompt.at == len(sent) - after + number and place == len(result.history)
+        for number, (place, prompt) in enumerate(result.prompts)
+    )
+    if not ends_with_them:
+        return None  # a prompt among the messages: the full path places it
+    history = len(sent) - lead - after
     if history < 1 or len(result.history) != history:
         return None
     if any(m.role == "system" for m in result.history) or len(chat.messages) < history:
@@ -84,6 +95,11 @@ def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | No
     found = layout(raw)
     if found is None or len(found.starts) != len(sent):
         return None
+    if after:
+        kept = len(sent) - after
+        found = Layout(
+            found.opening, found.starts[:kept], found.ends[:kept], found.close, found.head
+        )
     matched = chat.messages[:history]
     hidden = {index for index, message in enumerate(matched) if message.get("is_system")}
     return Echo(
@@ -134,6 +150,8 @@ class Repeat:
     fields: dict[str, Any]
     """The body's fields besides `messages`."""
     plan: Plan
+    after: int = 0
+    """The request's last elements that are prompts after the newest message."""
 
     def outgoing(
         self, chat: Chat, slots: ExtensionPrompts, touched: dict[int, Message]
@@ -143,7 +161,8 @@ class Repeat:
         not line up with the request (the caller takes the full path)."""
         echo = self.echo
         matched = echo.history
-        history = len(self.starts) - echo.lead
+        said = len(self.starts) - self.after  # the elements up to the newest message
+        history = said - echo.lead
         stored = chat.messages
         if len(stored) < history:
             return None
@@ -175,10 +194,15 @@ class Repeat:
             echo.visible = _visible(lead, history, hidden)
         slots = ExtensionPrompts() if self.plan.carries_injection else slots
         items = assemble_messages(list(range(lead)), echo.visible, slots)
+        items.extend(range(said, len(self.starts)))  # the prompts after everything
         body = splice(self.raw, echo.layout.opening, self.close, self.starts, self.ends, items)
         echo.raw = self.raw
         echo.layout = Layout(
-            echo.layout.opening, self.starts, self.ends, self.close, echo.layout.head
+            echo.layout.opening,
+            self.starts[:said],
+            self.ends[:said],
+            self.close,
+            echo.layout.head,
         )
         return body, echo
 
@@ -221,8 +245,15 @@ def repeat_of(
         added = as_client_messages(elements, at=count)
     except ProxyError:
         return None
+    markers = [text.strip() for text in injected if text and text.strip()]
+    after = 0  # prompts after the newest message (post-history instructions)
+    while after < len(added) and added[len(added) - 1 - after].role == "system":
+        after += 1
+    prompts, added = added[len(added) - after :], added[: len(added) - after]
     if any(m.role == "system" for m in added):
-        return None  # a system message inside the history: the full path sorts it out
+        return None  # a system message among the messages: the full path sorts it out
+    if any(marker in m.content for m in prompts for marker in markers):
+        return None  # the client sends our memory back: the full path keeps it out
     matched = echo.history
     stored = chat.messages
     if not _lines_up(echo, stored):
@@ -231,7 +262,6 @@ def repeat_of(
         index = echo.where.get(id(message))
         if index is not None and message.get("mes") != echo.texts[index]:
             return None  # edited meanwhile: the client's text wins, the full path says how
-    markers = [text.strip() for text in injected if text and text.strip()]
     carries = any(marker in m.content for m in echo.system for marker in markers)
     tail = plan(stored_pairs(stored[matched:]), added, generating=True)
     result = Plan(
@@ -243,7 +273,7 @@ def repeat_of(
     )
     starts = layout.starts + new_starts
     ends = layout.ends + new_ends
-    return Repeat(echo, raw, starts, ends, close, {**layout.head, **fields}, result)
+    return Repeat(echo, raw, starts, ends, close, {**layout.head, **fields}, result, after)
 
 
 def _shifted(op: Op, by: int) -> Op:
