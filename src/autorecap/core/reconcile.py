@@ -118,9 +118,10 @@ def separate_prompts(
 
     A system message's place is the number of chat messages before it. It is a stored
     narrator message when the stored chat has the same text at that place or later (messages
-    before it may have been deleted since); a prompt placed at a depth moves later as the
-    chat grows. A new one is a narrator message when it comes after the chat messages the
-    stored chat begins with (nothing stored follows it)."""
+    before it may have been deleted since), or another text at the same place (edited); a
+    prompt placed at a depth moves later as the chat grows. A new one is a narrator message
+    when it comes after the chat messages the stored chat begins with (nothing stored follows
+    it)."""
     narrators: dict[str, list[tuple[int, int]]] = {}  # text -> [(place, stored index)]
     chat_messages: list[tuple[str, str]] = []
     for index, (role, text) in enumerate(stored):
@@ -146,7 +147,7 @@ def separate_prompts(
         places.append(place)
         place += message.role != "system"
     matched: set[int] = set()
-    narrator: dict[int, bool] = {}  # history position -> is a narrator message
+    narrated: set[int] = set()  # the history positions of stored narrator messages
     for position, message in enumerate(history):  # the same text at its place or later
         if message.role != "system" or position > last_said:
             continue
@@ -157,14 +158,14 @@ def separate_prompts(
         ]
         if stored_at:
             matched.add(stored_at[0])
-            narrator[position] = True
+            narrated.add(position)
     unmatched = {
         at: index for found in narrators.values() for at, index in found if index not in matched
     }
     kept: list[ClientMessage] = []
     prompts: list[tuple[int, ClientMessage]] = []
     for position, message in enumerate(history):
-        if message.role != "system" or narrator.get(position):
+        if message.role != "system" or position in narrated:
             kept.append(message)
         elif position > last_said:  # after the newest chat message: post-history instructions
             prompts.append((len(kept), message))
