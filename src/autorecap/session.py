@@ -160,12 +160,10 @@ class Session:
             "name": name or user_name_of(self.chat),
             "is_user": True,
             "is_system": False,
-            "send_date": self._iso_now(),
+            **({"send_date": self._iso_now()} if dated else {}),
             "mes": text,
             "extra": {},
         }
-        if not dated:
-            del message["send_date"]
         return self._append(message, Event.MESSAGE_SENT, quiet=quiet)
 
     def receive(

@@ -149,8 +149,8 @@ def test_a_narrator_message_is_stored_where_it_was_said_and_stays() -> None:
     assert _apply([], plan([], client(*later))) == later
 
 
-ROLES = st.sampled_from(["user", "assistant"])
-HISTORY = st.lists(st.tuples(ROLES, st.sampled_from(["a", "b", "c", "d"])), max_size=8)
+TEXTS = st.sampled_from(["a", "b", "c", "d"])
+HISTORY = st.lists(st.tuples(st.sampled_from(["user", "assistant"]), TEXTS), max_size=8)
 
 
 @settings(max_examples=300, deadline=None)
@@ -171,8 +171,7 @@ def test_applying_the_plan_gives_the_clients_history(
     assert all(index >= unchanged_prefix for index in touched)  # untouched messages stay
 
 
-ANY_ROLE = st.sampled_from(["user", "assistant", "system"])
-MIXED = st.lists(st.tuples(ANY_ROLE, st.sampled_from(["a", "b", "c", "d"])), max_size=8)
+MIXED = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]), TEXTS), max_size=8)
 
 
 @settings(max_examples=300, deadline=None)

@@ -47,9 +47,10 @@ def recap_scenes(
         scene_hash = content_hash(members)
         if not force and not _recap_due(message, scene_hash):
             continue
+        said = [spoken(m) for m in members]
         request = SceneRecapRequest(
             messages=tuple(
-                SceneMessage(scene.start + i, *spoken(m), get_memory(m), m.is_narrator)
+                SceneMessage(scene.start + i, *said[i], get_memory(m), m.is_narrator)
                 for i, m in enumerate(members)
                 if not m.is_hidden or get_memory(m)
             ),
@@ -58,7 +59,7 @@ def recap_scenes(
             char=character_name_of(chat),
             max_tokens=settings.scene_recap_max_tokens,
             day=scene_day(chat.messages, scene.start),
-            place=place_of([spoken(m)[1] for m in members[:3]], [spoken(m)[0] for m in members]),
+            place=place_of([text for _, text in said[:3]], [name for name, _ in said]),
         )
         try:
             result = backend.scene_recap(request)

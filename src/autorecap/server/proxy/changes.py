@@ -14,12 +14,12 @@ def carry_out(session: Session, result: Plan, *, refresh: bool = True) -> list[M
     caller refreshes later: `only_appends`)."""
     chat = session.chat
     last = len(result.ops) - 1 if refresh else len(result.ops)
-    appends = [number for number, op in enumerate(result.ops) if op.kind == "append"]
+    newest = max((n for n, op in enumerate(result.ops) if op.kind == "append"), default=-1)
     touched: list[Message] = []
     for number, op in enumerate(result.ops):
         # A long history arriving at once (a new chat): one refresh at the end. Only the
         # newest message was written now; when the ones before it were, nobody said.
-        dated = not appends or number == appends[-1]
+        dated = newest < 0 or number == newest
         apply_op(session, op.kind, op.index, op.message, quiet=number < last, dated=dated)
         if op.kind == "append":
             touched.append(chat.messages[-1])
