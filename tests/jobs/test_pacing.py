@@ -142,16 +142,21 @@ def test_a_request_waiting_for_the_chat_gets_it_at_the_next_pause_point(tmp_path
 def test_a_message_removed_while_the_job_let_go_stops_the_job(tmp_path: Path) -> None:
     busy, worker, chat, lock = busy_worker(tmp_path)
     failed: list[BaseException] = []
+    holding = threading.Event()
 
     def job() -> None:
         try:
             with pacing.pausing(worker._pause), worker.chat_lock("c"):
+                holding.set()
                 pacing.pause()
         except ChatMovedError as error:
             failed.append(error)
 
     thread = threading.Thread(target=job, daemon=True)
     thread.start()
+    # The request comes once the job holds the chat (else it could remove the message before
+    # the job began, and the job would start on the chat as it is).
+    assert holding.wait(10)
     take(lock, lambda: (chat.messages.remove(chat.messages[3]), busy.clear())).join(10)
     thread.join(10)
     assert len(failed) == 1
