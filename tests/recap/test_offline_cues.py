@@ -148,3 +148,34 @@ def test_a_group_chat_through_the_proxy_finds_the_breaks_of_the_named_chat() -> 
         detect_scene_breaks(chat, OfflineBackend(), settings)
     assert break_indexes(named.messages)
     assert break_indexes(proxied.messages) == break_indexes(named.messages)
+
+
+def _two_taking_turns(count: int, again_at: tuple[int, ...]) -> list[Turn]:
+    """A chat of two that takes turns, except where one speaks twice running."""
+    turns: list[Turn] = []
+    speaker = "Mara"
+    for index in range(count):
+        if index not in again_at:
+            speaker = "Tobi" if speaker == "Mara" else "Mara"
+        turns.append(Turn(f"plain words number {index} about the same things", speaker))
+    return turns
+
+
+def test_one_speaker_again_in_a_chat_that_takes_turns_is_a_cue() -> None:
+    """Who speaks twice running opens a new conversation (or narrates a new scene) where the
+    two otherwise take turns; it is not enough alone, but it adds to a weaker cue."""
+    turns = _two_taking_turns(60, again_at=(30,))
+    scored = {c.index: c for c in score_scene_starts(turns)}
+    assert "again" in scored[30].cues
+    assert scored[30].score < THRESHOLD  # alone it is no break
+    assert not any("again" in c.cues for i, c in scored.items() if i != 30)
+
+
+def test_speaking_again_tells_nothing_where_it_is_ordinary() -> None:
+    """A texting chat where a third of the messages follow the sender's own, and a group
+    chat: speaking again is no cue there."""
+    texting = _two_taking_turns(60, again_at=tuple(range(3, 60, 3)))
+    assert not any("again" in c.cues for c in score_scene_starts(texting))
+    group = [Turn("plain words about the same things", name) for name in ["A", "B", "C"] * 20]
+    group[31] = Turn("plain words about the same things", group[30].speaker)
+    assert not any("again" in c.cues for c in score_scene_starts(group))

@@ -10,7 +10,7 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
   or a dateline opening narration ("Station 6, 4:50 a.m.", "Christmas Eve.");
 - **a separator or heading** ("* * *", "---", "[Time skip]", "Chapter 3");
 - **an out-of-character request** to skip ahead, just before ("(OOC: let's skip to the city)");
-- **a narrator** stepping in;
+- **a narrator** stepping in, or in a chat of two that takes turns, **one speaker again**;
 - **a session opening**: a greeting, or a catch-up ("since we last talked"), after a closing
   ("talk soon!") or on its own;
 - **a new place**: the opening names a place (a tavern, the docks, Port Anvil) that the last
@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 
 from autorecap.core.dates import as_utc
 from autorecap.pacing import pause
@@ -284,6 +285,7 @@ WEIGHTS: dict[str, float] = {
     "place": 1.0,
     "cast": 1.0,
     "topic": 1.0,
+    "again": 1.0,
     "llm": 1.0,
 }
 """How much each cue counts (each cue's value is already on the threshold's scale)."""
@@ -304,6 +306,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
     topic = _topic_dips(bags, window)
     gaps = _gaps(turns)
     typical = _typical_gap(gaps)
+    again = _again_value(turns)
+    last_speaker = turns[0].speaker if _cast(turns[0]) else None  # of the last cast message
     scored: list[BreakCandidate] = []
     for index in range(1, count):
         if index % 128 == 0:
@@ -337,6 +341,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
             cues["narrator"] = 1.0
+        elif again and _cast(turn) and turn.speaker == last_speaker:
+            cues["again"] = again  # a hidden note between ("brb, dinner") is no turn
         if turn.hint:
             cues["llm"] = 3.0
         cues.update(_session_cues(opening, turn, before, openings[index - 1]))
@@ -350,10 +356,29 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         if topic[index]:
             # The words after the last messages are not written yet: a dip there is half seen.
             cues["topic"] = topic[index] * min(1.0, (count - index) / window)
+        if _cast(turn):
+            last_speaker = turn.speaker
         kept = {name: WEIGHTS[name] * value for name, value in cues.items() if value > 0}
         score = sum(kept.values())
         scored.append(BreakCandidate(index, score, tuple(sorted(kept, key=lambda k: -kept[k]))))
     return scored
+
+
+TAKING_TURNS = 0.3
+"""The share of messages after the same speaker's own at which speaking again tells nothing."""
+
+
+def _again_value(turns: Sequence[Turn]) -> float:
+    """What one speaker speaking twice running is worth in this chat: in a chat of two that
+    mostly takes turns, the one who speaks again opens a new conversation or narrates a new
+    scene (on the dev corpora, 7 of 7 such messages in a narrated chat and 13 of 86 in a
+    texting one open a scene); the more often it happens, the less it tells, and nothing in a
+    group chat, where it is ordinary."""
+    cast = [turn for turn in turns if _cast(turn)]
+    if len(cast) < 20 or len({turn.speaker for turn in cast}) != 2:
+        return 0.0
+    repeats = sum(1 for a, b in pairwise(cast) if a.speaker == b.speaker)
+    return max(0.0, 1.0 - repeats / (len(cast) - 1) / TAKING_TURNS)
 
 
 def pick_scene_starts(
