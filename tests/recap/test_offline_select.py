@@ -115,18 +115,3 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
     ):
         pieces = [Piece(i, "Nadia", text) for i, text in enumerate(said)]
         assert [p.text for p in choose(pieces, 9, COUNTER)] == ["Chrysanthemum."]
-
-
-def test_a_quantity_in_words_is_kept_over_description() -> None:
-    """Prose spells numbers out ("three hundred and nineteen trees", "seven marks"): a count,
-    a price or a date in words is a fact, as its digits would be, and outweighs a line of
-    description that its plain words alone would not."""
-    description = "The orchard wall leans under ivy and moss."
-    for told in (
-        "There are three hundred and nineteen trees in the orchard.",
-        "The coachman asks seven marks for the ride.",
-        "The entry in the margin says the third of November.",
-    ):
-        pieces = [Piece(0, "Liesl", description), Piece(1, "Liesl", told)]
-        kept = render(choose(pieces, COUNTER.count(told) + 4, COUNTER))
-        assert told in kept, told

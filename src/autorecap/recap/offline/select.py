@@ -1,11 +1,11 @@
 """Choosing what a recap keeps: the sentences that tell the most new things per token.
 
 Each sentence is worth the rarity of the content words it adds to what is already chosen
-(numbers, in digits or in words, names, places and rare words count most, and most of all what
-a thing is called or a quoted password; a word said twice counts once), more when it tells of
-an event a memory must keep (a promise, a purchase, a move, an injury), less when it only asks.
-Sentences are taken greedily by worth per token until the budget is spent, then put back in
-the order they were said, grouped by speaker ("Caroline: ... Melanie: ...").
+(numbers, names, places and rare words count most, and most of all what a thing is called or a
+quoted password; a word said twice counts once), more when it tells of an event a memory must
+keep (a promise, a purchase, a move, an injury), less when it only asks. Sentences are taken
+greedily by worth per token until the budget is spent, then put back in the order they were
+said, grouped by speaker ("Caroline: ... Melanie: ...").
 """
 
 from __future__ import annotations
@@ -259,8 +259,6 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
     # In sorted order: a sum of floats in set order (string hashes differ per process) could
     # break a tie one way in one process and the other way in another.
     content = {w: values.get(w, 0.0) for w in sorted(words)}
-    for match in _SPELLED.finditer(text):  # one fact, kept whole: one key for all its words
-        content["#" + " ".join(match.group(0).lower().split())] = SPELLED_VALUE
     events = sum(1 for w in words if w in SALIENT)
     factor = 0.6 if question else 1.0
     short = len(text.split()) <= 4 and not events
@@ -283,36 +281,6 @@ of dialogue in single quotes opens its sentence, or ends in punctuation inside t
 TOLD_VALUE = 4.0
 """Added to a word that a sentence names something by ("is called the Tallow & Thistle",
 "the word is 'blue heron sleeps'"), or quotes: what a memory is asked for later."""
-
-
-_NUMBER_WORD = (
-    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
-    r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy"
-    r"|eighty|ninety)"
-)
-_MONTH = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
-)
-_ORDINAL = (
-    r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
-    r"|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth"
-    r"|thirtieth|(?:twenty|thirty)-?(?:first|second|third|fourth|fifth|sixth|seventh|eighth"
-    r"|ninth))"
-)
-_SPELLED = re.compile(
-    rf"\b{_NUMBER_WORD}(?:(?:\s+and\s+|[\s-]+)(?:{_NUMBER_WORD}|hundred|thousand|million))+\b"
-    rf"|\b{_NUMBER_WORD}\s+(?:hundred|thousand|million)\b"
-    rf"|\b{_NUMBER_WORD}\s+(?:marks?|dollars?|pounds?|crowns?|shillings?|pence|coins?|euros?"
-    r"|bucks|grand|florins?|ducats?|guineas?|quid|sovereigns?|silver|gold|copper)\b"
-    rf"|\b{_ORDINAL}\s+of\s+{_MONTH}\b|\b{_MONTH}\s+(?:the\s+)?{_ORDINAL}\b",
-    re.IGNORECASE,
-)
-"""A quantity or a date in words ("three hundred and nineteen", "seven marks", "the third of
-November"), as LLM-written prose spells numbers out."""
-SPELLED_VALUE = NUMBER_VALUE * 0.5
-"""What a quantity in words is worth, as one fact: half a number in digits (prose spells out
-counts that describe more often than ones asked for; at the full value, dev planted facts
-went 23 to 26 of 30 in narrated chats but down 2 of 20 in group chats)."""
 
 
 def _word_values(text: str) -> dict[str, float]:
