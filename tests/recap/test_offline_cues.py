@@ -179,3 +179,16 @@ def test_speaking_again_tells_nothing_where_it_is_ordinary() -> None:
     group = [Turn("plain words about the same things", name) for name in ["A", "B", "C"] * 20]
     group[31] = Turn("plain words about the same things", group[30].speaker)
     assert not any("again" in c.cues for c in score_scene_starts(group))
+
+
+def test_a_speaker_who_only_looks_in_leaves_a_chat_of_two() -> None:
+    """A chat of two where a ship's captain speaks twice on the radio is still a chat of two:
+    its undated threshold and its turn-taking cue hold; three who each carry the chat are a
+    group."""
+    turns = _two_taking_turns(80, again_at=(40,))
+    turns[20] = Turn("Pelican Grey here, we see your beacon.", "Pelican Grey")
+    turns[60] = Turn("Pelican Grey again, docking in ten.", "Pelican Grey")
+    assert threshold_for(turns) == UNDATED_THRESHOLD
+    assert "again" in {c.index: c for c in score_scene_starts(turns)}[40].cues
+    group = [Turn("plain words about the same things", name) for name in ["A", "B", "C"] * 20]
+    assert threshold_for(group) == THRESHOLD

@@ -59,9 +59,21 @@ def threshold_for(turns: Sequence[Turn]) -> float:
     pairs = max(1, len(turns) - 1)
     if any(g >= PAUSE_FLOOR for g in gaps) or sum(g >= 1 for g in gaps) >= pairs / 2:
         return THRESHOLD
-    if len({turn.speaker for turn in turns if _cast(turn)}) > 2:
+    if main_cast(turns) > 2:
         return THRESHOLD
     return UNDATED_THRESHOLD
+
+
+CAMEO_SHARE = 0.05
+"""A speaker with fewer of a chat's messages than this share (or than 3) only looks in: a
+chat of two with a ship's captain on the radio twice is still a chat of two."""
+
+
+def main_cast(turns: Sequence[Turn]) -> int:
+    """How many speakers carry the chat: those with at least `CAMEO_SHARE` of its messages."""
+    counts = Counter(turn.speaker for turn in turns if _cast(turn))
+    least = max(3, CAMEO_SHARE * sum(counts.values()))
+    return sum(1 for n in counts.values() if n >= least)
 
 
 _MARKUP = re.compile(r"[*_~`\"“”„«»]+")
@@ -375,7 +387,7 @@ def _again_value(turns: Sequence[Turn]) -> float:
     texting one open a scene); the more often it happens, the less it tells, and nothing in a
     group chat, where it is ordinary."""
     cast = [turn for turn in turns if _cast(turn)]
-    if len(cast) < 20 or len({turn.speaker for turn in cast}) != 2:
+    if len(cast) < 20 or main_cast(turns) != 2:
         return 0.0
     repeats = sum(1 for a, b in pairwise(cast) if a.speaker == b.speaker)
     return max(0.0, 1.0 - repeats / (len(cast) - 1) / TAKING_TURNS)
