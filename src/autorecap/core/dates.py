@@ -4,11 +4,17 @@ SillyTavern writes ISO strings (>= 1.14), "June 19, 2023 2:20pm" (before), "2023
 47s 124ms" (1.2-1.8) or epoch milliseconds; importers and other tools write "1:56 pm on 8 May,
 2023", "8 May 2023 13:56", "2023/05/08 13:56:00" and more. The common forms take a fast path;
 anything else goes to dateutil's parser, and one chat repeats its forms, so results are cached.
+
+A date all in numbers that starts with the day or the month ("08/05/2023 13:56") is read the
+way its chat writes them (`day_first`): day first as soon as one of the chat's dates can only be
+(a first number above 12), month first when one can only be month first, else month first,
+except with dots ("08.05.2023"), which are written day first.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -23,12 +29,16 @@ _HUMANIZED = re.compile(
 _NO_DATE = datetime(1970, 1, 1)
 """What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
 today's date)."""
+_NUMERIC = re.compile(r"^(\d{1,2})([./-])(\d{1,2})\2\d{2,4}\b")
+"""A date in numbers with the day or the month first (not the year: "2023/05/08" is no
+question)."""
 _EPOCH_SECONDS_BELOW = 100_000_000_000
 """A number below this is epoch seconds, not milliseconds (ms that small are before 1973)."""
 
 
-def parse_send_date(value: Any) -> datetime | None:
+def parse_send_date(value: Any, *, day_first: bool = False) -> datetime | None:
     """Read a `send_date` (or a header's `create_date`); None when it is missing or unreadable.
+    `day_first`: how its chat writes a date in numbers ("08/05/2023"; see `day_first`).
 
     Epoch numbers and texts with a zone give aware datetimes; texts without one (the writer's
     local time) come back naive: `as_utc` compares the two kinds.
@@ -39,7 +49,34 @@ def parse_send_date(value: Any) -> datetime | None:
         return _from_epoch(float(value))
     if not isinstance(value, str):
         return None
-    return _parse_text(value.strip())
+    text = value.strip()
+    return _parse_text(text, day_first and bool(_NUMERIC.match(text)))
+
+
+def numeric(value: Any) -> bool:
+    """Whether a `send_date` is a date in numbers with the day or the month first, whose
+    reading depends on its chat (`day_first`)."""
+    return isinstance(value, str) and bool(_NUMERIC.match(value.strip()))
+
+
+def day_first(values: Iterable[Any]) -> bool | None:
+    """How a chat writes its dates in numbers, from its `send_date` values: True (day first)
+    as soon as one has a first number above 12, False as soon as one has a second number above
+    12; else True when they are written with dots ("08.05.2023"), None when nothing tells."""
+    dotted = False
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        match = _NUMERIC.match(value.strip())
+        if match is None:
+            continue
+        first, second = int(match.group(1)), int(match.group(3))
+        if first > 12 >= second:
+            return True
+        if second > 12 >= first:
+            return False
+        dotted = dotted or match.group(2) == "."
+    return True if dotted else None
 
 
 def as_utc(moment: datetime) -> datetime:
@@ -49,7 +86,7 @@ def as_utc(moment: datetime) -> datetime:
 
 
 @lru_cache(maxsize=8192)
-def _parse_text(text: str) -> datetime | None:
+def _parse_text(text: str, day_first: bool = False) -> datetime | None:
     if not text:
         return None
     if text.isdigit():
@@ -68,7 +105,7 @@ def _parse_text(text: str) -> datetime | None:
         except ValueError:
             return None
     try:
-        parsed = date_parser.parse(text, default=_NO_DATE)
+        parsed = date_parser.parse(text, default=_NO_DATE, dayfirst=day_first)
     except (ValueError, OverflowError):
         return None
     # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, SupportsIndex
 
-from autorecap.core.dates import parse_send_date
+from autorecap.core.dates import day_first, numeric, parse_send_date
 from autorecap.core.jsjson import js_number
 
 NARRATOR_TYPE = "narrator"
@@ -107,8 +107,13 @@ class Message(dict[str, Any]):
 
     @property
     def send_time(self) -> datetime | None:
-        """`send_date` as an aware datetime, whichever of SillyTavern's forms it uses."""
-        return parse_send_date(self.get("send_date"))
+        """`send_date` as a datetime, whichever form it uses; a date in numbers ("08/05/2023")
+        is read the way its chat writes them (`Chat.day_first`)."""
+        value = self.get("send_date")
+        chat = self._chat
+        return parse_send_date(
+            value, day_first=numeric(value) and chat is not None and chat.day_first
+        )
 
     @property
     def chat(self) -> Chat | None:
@@ -292,6 +297,8 @@ class Chat:
         self.layout = FileLayout()
         self.revs = ChatRevs()
         """The store revisions this copy was read or written at (`autorecap.store`)."""
+        self._day_first: tuple[int, bool] | None = None
+        """`day_first` and the message list's version it was read at."""
         self.listeners: list[Callable[[Message | None], None]] = []
         """Called after autorecap's data API changes a message of this chat (None: the header
         or the message list): how autosave and the memory caches learn of changes."""
@@ -308,6 +315,19 @@ class Chat:
         replacement = MessageList(value)
         replacement.version = self._messages.version + 1
         self._messages = replacement
+
+    @property
+    def day_first(self) -> bool:
+        """Whether this chat writes dates in numbers day first ("13/05/2023"; see
+        `dates.day_first`). Read again when messages come or go, until a date tells."""
+        known = self._day_first
+        version = self._messages.version
+        if known is not None and (known[0] == version or known[0] < 0):
+            return known[1]
+        found = day_first(m.get("send_date") for m in self._messages)
+        # A date that tells holds for good (version -1); until one does, each change reads again.
+        self._day_first = (-1 if found is not None else version, bool(found))
+        return bool(found)
 
     @property
     def metadata(self) -> dict[str, Any]:

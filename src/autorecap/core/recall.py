@@ -22,7 +22,6 @@ from functools import lru_cache
 from typing import Any
 
 from autorecap.core.data import get_data, get_memory
-from autorecap.core.dates import parse_send_date
 from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes
@@ -373,7 +372,7 @@ def _source(message: Message, index: int, scene: int, kind: str) -> str:
     parts = [f"scene {scene}"]
     if kind != "scene":
         parts.append(f"#{index}")
-    moment = parse_send_date(message.get("send_date"))
+    moment = message.send_time
     if moment is not None:
         parts.append(f"{moment.day} {moment:%B %Y}")
     if kind == "recap":
