@@ -271,3 +271,15 @@ def test_a_name_before_the_text_names_the_speaker_once() -> None:
     assert recaps[0].startswith("Mae: ")
     assert recaps[1].startswith("Rook: ")
     assert all(": Mae" not in r and ": Rook" not in r for r in recaps)
+
+
+def test_an_action_between_asterisks_is_a_sentence_of_its_own() -> None:
+    """Dialogue roleplay writes gestures between asterisks with no full stop before the
+    speech ("*leans in* Stamped Hobbs & Carrow"): the recap keeps what is said without the
+    gesture."""
+    text = (
+        "*Leans in to look at the lock in the bad light* Stamped Hobbs & Carrow on the back, 1911."
+    )
+    memory = recap(text, name="Nadia")
+    assert "Hobbs & Carrow" in memory
+    assert "bad light" not in memory

@@ -218,7 +218,7 @@ def _pieces(
             spoken_to = others[1] if speaker == others[0] else others[0]
         if spoken_to and spoken_to.lower() in _GENERIC:
             spoken_to = None
-        for sentence in (c for s in sentences(text) for c in clauses(s)):
+        for sentence in (c for p in _parts(text) for s in sentences(p) for c in clauses(s)):
             cleaned = clean(sentence, names)
             if not cleaned:
                 continue
@@ -230,6 +230,33 @@ def _pieces(
             said = about(cleaned, spoken_to) if label else cleaned
             pieces.append(Piece(len(pieces), label, said, cleaned.rstrip(" \"'”").endswith("?")))
     return pieces
+
+
+_ACTION = re.compile(r"\*([^*\n]{1,600})\*\s+(?=[\"“A-Z])")
+"""A gesture between asterisks before the words said ("*leans in* Stamped Hobbs & Carrow,
+1911."), with no full stop between: a sentence of its own, so that a recap can keep the words
+without the gesture."""
+_OPEN_END = frozenset({"the", "a", "an", "of", "to", "in", "on", "at", "and", "her", "his"})
+"""Words an action does not end with: "*brings the* Kestrel *round*" is one sentence."""
+
+
+def _parts(text: str) -> list[str]:
+    """`text` cut after each gesture that opens it or a sentence (see `_ACTION`)."""
+    if "*" not in text:
+        return [text]
+    parts: list[str] = []
+    start = 0
+    for match in _ACTION.finditer(text):
+        before = text[: match.start()].rstrip()
+        words = match.group(1).split()
+        if before and before[-1] not in '.!?…"”*':
+            continue  # emphasis inside a sentence ("against the *Kestrel* herself")
+        if not words or words[-1].lower() in _OPEN_END:
+            continue
+        parts.append(text[start : match.end()])
+        start = match.end()
+    parts.append(text[start:])
+    return [part for part in parts if part.strip(" *")]
 
 
 def _header(day: date | None, place: str) -> str:
