@@ -24,6 +24,17 @@ from autorecap.core.names import (
             "Write Seraphina's next reply in a fictional chat between Seraphina and Tomas.",
             ("Tomas", "Seraphina"),
         ),
+        # ... and the rest of the prompt after it: a full stop ends a name
+        (
+            "Write Seraphina's next reply in a fictional chat between Seraphina and Tomas. "
+            "Write 1 reply only in internet RP style.",
+            ("Tomas", "Seraphina"),
+        ),
+        (
+            "A fictional chat between Seraphina and Tomas. Seraphina's personality: kind.",
+            ("Tomas", "Seraphina"),
+        ),
+        ("A chat between Dr. Faust and J.R. Hale. Be terse.", ("J.R. Hale", "Dr. Faust")),
         ("You are Mira, captain of the Heron.", (None, "Mira")),
         (
             "You're roleplaying as Élodie Marchand. You are talking to Jonah.",

@@ -44,7 +44,13 @@ def character_key_of(chat: Chat) -> str | None:
 
 # --- names from what an OpenAI-style request carries (the proxy sees no header) ------------------
 
-_NAME = r"[A-ZÀ-ÖØ-Þ][\w'’.-]*(?:[ -][A-ZÀ-ÖØ-Þ][\w'’-]*){0,2}"
+_WORD = r"[A-ZÀ-ÖØ-Þ][\w'’-]*"
+_NAME = (
+    r"(?:(?:Dr|Mr|Mrs|Ms|Mx|St|Prof|Capt|Sgt|Lt|Col|Gen|Fr|Sir)\.? |(?:[A-Z]\.){1,3} ?)?"
+    rf"{_WORD}(?:[ -]{_WORD}){{0,2}}"
+)
+"""A name: up to three capitalised words, after a title ("Dr. Faust") or initials ("J.R.
+Hale"). A full stop ends it ("between Seraphina and Tomas. Write ..." names Tomas)."""
 _NOT_NAMES = frozenset(
     {
         "User",
@@ -94,7 +100,7 @@ _BETWEEN = re.compile(
     rf"\b(?:chat|conversation|roleplay|role-play|story|dialogue|exchange|scene) between "
     rf"({_NAME}) and ({_NAME})(?=[\s,.;:!)]|$)"
 )
-_PREFIX = re.compile(rf"^({_NAME}): \S")
+_PREFIX = re.compile(rf"^({_NAME})\.?: (?=\S)")
 
 
 def _name(found: str | None) -> str | None:
@@ -155,7 +161,7 @@ def spoken(message: Message) -> tuple[str, str]:
     prefix = _name(match.group(1)) if match else None
     if match is None or prefix is None:
         return name, text
-    said = text[match.end(1) + 1 :].lstrip()
+    said = text[match.end() :]
     if prefix == name:
         return name, said
     if name.strip() in STAND_INS and _could_be_speaker(prefix):
