@@ -409,6 +409,75 @@ def test_eval_measures_a_folder_of_chats_with_truth(
     assert "2/2 (100%)" in row
 
 
+def _chat_with_truth(folder: Path, truth: str, messages: int = 30) -> None:
+    rows = [
+        {"name": "Ann" if i % 2 else "Bo", "is_user": bool(i % 2), "mes": f"line {i}"}
+        for i in range(messages)
+    ]
+    header = {"user_name": "Ann", "character_name": "Bo", "chat_metadata": {}}
+    lines = [json.dumps(header), *(json.dumps(row) for row in rows)]
+    (folder / "mine.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "mine.truth.json").write_text(truth, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("truth", "message"),
+    [
+        ("[1, 2]", "mine.truth.json: the file: Input should be an object"),
+        ('{"questions": [{"q": "x"}]}', "mine.truth.json: questions.0.question: Field required"),
+        ('{"questions": ["what?"]}', "mine.truth.json: questions.0: Input should be"),
+        ('{"scene_starts": ["ten"]}', "mine.truth.json: scene_starts.0: Input should be"),
+        ('{"scene_starts": [5000]}', "holds 5000, but a scene start is the index"),
+        ('{"scene_starts": [0]}', "from 1 to 29 in this chat"),
+        ('{"scene_starts": [10, 10]}', "scene_starts holds an index twice"),
+        ("{", "mine.truth.json: the file: Invalid JSON"),
+    ],
+)
+def test_eval_says_what_is_wrong_with_a_truth_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, truth: str, message: str
+) -> None:
+    _chat_with_truth(tmp_path, truth)
+    code, _, err = run(capsys, "eval", "--sets", "", "--corpus", str(tmp_path), "--no-proxy")
+    assert code == 1
+    assert message in " ".join(err.split()), err
+    assert "Traceback" not in err
+
+
+def test_eval_shows_no_figure_it_cannot_measure(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat given with neither scene starts nor questions: its breaks and answer recall
+    are "-", not 0%."""
+    monkeypatch.setattr(cli_app.out, "width", 200)
+    _chat_with_truth(tmp_path, "{}")
+    code, out, err = run(
+        capsys, "eval", "--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"
+    )
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "file" in line)
+    assert "%" not in row, row
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("# step: abc\n", "'# step:' takes whole seconds"),
+        (b"# title: x\n\xff\xfe bad", "is not UTF-8 text"),
+    ],
+)
+def test_eval_says_what_is_wrong_with_a_script(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str | bytes, message: str
+) -> None:
+    path = tmp_path / "bad.chat.txt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    code, _, err = run(capsys, "eval", "--sets", "", "--corpus", str(tmp_path), "--no-proxy")
+    assert code == 1
+    assert message in err, err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

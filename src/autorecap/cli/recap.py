@@ -430,9 +430,16 @@ def eval_command(
             row.source,
             str(row.chats),
             str(row.messages),
-            f"{row.breaks.found}/{row.breaks.true} ({row.breaks.found_share:.0%})",
-            str(row.breaks.extra),
-            *(f"{row.memory_recall[b]:.0%} / {row.baseline_recall[b]:.0%}" for b in budget_list),
+            f"{row.breaks.found}/{row.breaks.true} ({row.breaks.found_share:.0%})"
+            if row.breaks.true
+            else "-",  # no scene start given: nothing to compare with
+            str(row.breaks.extra) if row.breaks.true else "-",
+            *(
+                f"{row.memory_recall[b]:.0%} / {row.baseline_recall[b]:.0%}"
+                if row.questions
+                else "-"  # no question: nothing to measure
+                for b in budget_list
+            ),
             f"{found}/{planted}" if planted else "-",
             *(_recall_cells(row, budget_list, planted_at) if recall else ()),
         )
@@ -442,7 +449,10 @@ def eval_command(
 def _recall_cells(row: StyleRow, budgets: list[int], planted_at: int) -> list[str]:
     found, planted = row.recall_planted.get(planted_at, (0, 0))
     return [
-        *(f"{row.recall_recall[b]:.0%}" if b in row.recall_recall else "-" for b in budgets),
+        *(
+            f"{row.recall_recall[b]:.0%}" if b in row.recall_recall and row.questions else "-"
+            for b in budgets
+        ),
         f"{found}/{planted}" if planted else "-",
     ]
 

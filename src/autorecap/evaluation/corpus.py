@@ -14,13 +14,14 @@ hidden messages left out.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from autorecap.core.model import Chat
 from autorecap.errors import AutorecapError
@@ -74,7 +75,13 @@ def read_script(path: Path, *, source: str = "file") -> CorpusChat:
     when: datetime | None = None
     step = 0
     in_questions = False
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise CorpusError(
+            f"{path.name} is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+    for number, raw in enumerate(lines, start=1):
         line = raw.rstrip()
         if not line.strip():
             continue
@@ -99,7 +106,10 @@ def read_script(path: Path, *, source: str = "file") -> CorpusChat:
         match = _HEADER.match(line)
         if match and not rows and when is None and not starts:
             header[match.group(1)] = match.group(2).strip()
-            step = int(header.get("step", "0") or 0)
+            step_text = header.get("step", "0") or "0"
+            if not step_text.isdigit():
+                raise CorpusError(f"{where}: '# step:' takes whole seconds, as '# step: 30'")
+            step = int(step_text)
             continue
         if line.startswith("==="):
             when = _scene_time(line[3:].strip(), when, where)
@@ -124,22 +134,52 @@ def read_script(path: Path, *, source: str = "file") -> CorpusChat:
     return CorpusChat(name, header["style"], source, chat, starts, questions)
 
 
+class _TruthQuestion(BaseModel):
+    question: str
+    answer: str
+    planted: bool = False
+
+
+class _Truth(BaseModel):
+    """`NAME.truth.json`: the format in `corpora/README.md`."""
+
+    scene_starts: list[int] = []
+    questions: list[_TruthQuestion] = []
+    style: str | None = None
+
+
+_TRUTH_FORMAT = (
+    '{"scene_starts": [12, 40], "questions": [{"question": "...", "answer": "...", '
+    '"planted": false}], "style": "sessions"} (see autorecap/evaluation/corpora/README.md)'
+)
+
+
 def read_with_truth(path: Path, *, style: str = "file") -> CorpusChat:
     """A SillyTavern chat file and the `NAME.truth.json` beside it."""
     truth_path = path.with_name(path.name.removesuffix(".jsonl") + ".truth.json")
     if not truth_path.exists():
-        raise CorpusError(f"{path.name} has no {truth_path.name} beside it (see `eval --help`)")
+        raise CorpusError(f"{path.name} has no {truth_path.name} beside it: {_TRUTH_FORMAT}")
     try:
-        truth = json.loads(truth_path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise CorpusError(f"{truth_path.name} is not valid JSON: {error}") from None
-    questions = [
-        Question(str(q["question"]), str(q["answer"]), bool(q.get("planted")))
-        for q in truth.get("questions", [])
-    ]
+        truth = _Truth.model_validate_json(truth_path.read_bytes())
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise CorpusError(
+            f"{truth_path.name}: {where}: {first['msg']}. The format: {_TRUTH_FORMAT}"
+        ) from None
     chat = read_chat(path)
-    starts = [int(i) for i in truth.get("scene_starts", [])]
-    return CorpusChat(chat.id, str(truth.get("style", style)), "file", chat, starts, questions)
+    count = len(chat.messages)
+    for start in truth.scene_starts:
+        if not 0 < start < count:
+            raise CorpusError(
+                f"{truth_path.name}: scene_starts holds {start}, but a scene start is the index "
+                f"of the message that opens a scene, from 1 to {count - 1} in this chat"
+            )
+    if len(set(truth.scene_starts)) != len(truth.scene_starts):
+        raise CorpusError(f"{truth_path.name}: scene_starts holds an index twice")
+    questions = [Question(q.question, q.answer, q.planted) for q in truth.questions]
+    starts = sorted(truth.scene_starts)
+    return CorpusChat(chat.id, truth.style or style, "file", chat, starts, questions)
 
 
 def load_corpora(directory: Path, *, source: str | None = None) -> list[CorpusChat]:
