@@ -509,3 +509,53 @@ def test_combined_makes_lists_and_selects_versions(
     code, _, err = run(capsys, "combined", str(recapped_sample), "--select", "9")
     assert code != 0
     assert "no combined recap version 9" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, 'cannot read the system prompt "'),
+        (b"\xff\xfe not text", "is not UTF-8 text: save it as UTF-8"),
+    ],
+)
+def test_inject_system_file_that_cannot_be_read_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str],
+    mira: Path,
+    tmp_path: Path,
+    content: bytes | None,
+    message: str,
+) -> None:
+    system = tmp_path / "main.txt"
+    if content is not None:
+        system.write_bytes(content)
+    code, out, err = run(capsys, "inject", str(mira), "--system", str(system))
+    assert code == 1
+    assert message in err
+    no_traceback(out, err)
+    code, out, err = run(capsys, "versions", str(mira), "--edit", str(system))
+    assert code == 1
+    assert message.replace("system prompt", "recap") in err
+    no_traceback(out, err)
+
+
+def test_every_command_on_a_chat_file_reads_it_leniently_when_asked(
+    capsys: pytest.CaptureFixture[str], mira: Path
+) -> None:
+    """A chat whose bad line `recap --lenient` kept can still be viewed and changed: each
+    command that reads the file takes --lenient, and the bad line stays where it was."""
+    with mira.open("a", encoding="utf-8") as file:
+        file.write('{"name": "Tomas", "mes": "cut off')
+    code, _, err = run(capsys, "scenes", str(mira))
+    assert code == 1
+    assert "--lenient" in err
+    for command in (
+        ["scenes", str(mira)],
+        ["versions", str(mira)],
+        ["refresh", str(mira)],
+        ["remember", str(mira)],
+        ["combined", str(mira)],
+    ):
+        code, out, err = run(capsys, *command, "--lenient")
+        assert code == 0, (command, err)
+        no_traceback(out, err)
+    assert mira.read_text(encoding="utf-8").endswith('{"name": "Tomas", "mes": "cut off')

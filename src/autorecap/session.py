@@ -66,6 +66,7 @@ class Session:
         group_id: str | None = None,
         save_debounce_ms: int | None = None,
         indexed_in: ChatStore | None = None,
+        lenient: bool = False,
     ) -> None:
         # The settings of the store the chat is in, when it keeps them (PostgreSQL).
         self.profiles = profiles if profiles is not None else profiles_of("", store or indexed_in)
@@ -79,7 +80,7 @@ class Session:
         else:
             probe = settings or self.profiles.settings_for(target_chat_id(target))
             debounce = save_debounce_ms if save_debounce_ms is not None else probe.save_debounce_ms
-            self.open = open_chat(target, store=store, debounce_ms=debounce)
+            self.open = open_chat(target, store=store, debounce_ms=debounce, lenient=lenient)
             self.chat = self.open.chat
         self.character_key = character_key or character_key_of(self.chat)
         self.group_id = (

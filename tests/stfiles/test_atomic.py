@@ -131,3 +131,13 @@ def test_no_backup_of_a_new_file(tmp_path: Path, chat_file: Path) -> None:
     chat = read_chat(chat_file)
     write_chat(chat, tmp_path / "fresh.jsonl", backups=2)
     assert not backups_dir("story").exists()
+
+
+def test_error_target_is_a_folder(tmp_path: Path, chat_file: Path) -> None:
+    chat = read_chat(chat_file)
+    folder = tmp_path / "out.jsonl"
+    folder.mkdir()
+    with pytest.raises(ChatFileError, match=r"it is a folder; give a file name"):
+        write_chat(chat, folder)
+    assert folder.is_dir()
+    assert list(folder.iterdir()) == []

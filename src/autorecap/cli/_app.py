@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from autorecap import __version__
+from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles, profiles_of
 from autorecap.store import open_store
 from autorecap.store.base import ChatStore
@@ -60,6 +62,24 @@ def profiles_at(db: str | None) -> Profiles:
     if isinstance(store_location(db), str):
         return profiles_of("", command_store(db))
     return Profiles()
+
+
+LenientOption = Annotated[
+    bool, typer.Option("--lenient", help="Keep malformed lines as they are instead of stopping.")
+]
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A text file the user names (`what`: what it is for), as UTF-8; a clear error when it
+    cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise AutorecapError(f'{what} "{path}" is not UTF-8 text: save it as UTF-8') from None
+    except IsADirectoryError:
+        raise AutorecapError(f'{what} "{path}" is a folder: give a text file') from None
+    except OSError as error:
+        raise AutorecapError(f'cannot read {what} "{path}": {error.strerror}') from None
 
 
 def _version(value: bool) -> None:

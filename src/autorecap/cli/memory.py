@@ -13,7 +13,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import load_target, target_chat_id
-from autorecap.cli._app import DbOption, app, command_profiles, command_store, err, out, profiles_at
+from autorecap.cli._app import (
+    DbOption,
+    LenientOption,
+    app,
+    command_profiles,
+    command_store,
+    err,
+    out,
+    profiles_at,
+    read_text_file,
+)
 from autorecap.core import running
 from autorecap.core.names import character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
@@ -70,7 +80,7 @@ def inject(
             "chat's newest user message, when recall_enabled is on.",
         ),
     ] = None,
-    lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
+    lenient: LenientOption = False,
     db: DbOption = None,
 ) -> None:
     """Print the prompt SillyTavern would send for this chat, with the memory injected.
@@ -91,7 +101,7 @@ def inject(
         set_recall_slot(session.slots, text, settings)
     user, char = user_name_of(loaded), character_name_of(loaded)
     main_prompt = (
-        system.read_text(encoding="utf-8") if system is not None else DEFAULT_SYSTEM_PROMPT
+        read_text_file(system, "the system prompt") if system is not None else DEFAULT_SYSTEM_PROMPT
     )
     main_prompt = main_prompt.replace("{{char}}", char).replace("{{user}}", user)
     # Group chats name the speaker inside the content for chat completion; text lines carry
@@ -160,12 +170,16 @@ def _ranges(indexes: list[int]) -> str:
 
 
 @app.command()
-def refresh(chat: _CHAT_ARG, db: DbOption = None) -> None:
+def refresh(chat: _CHAT_ARG, db: DbOption = None, lenient: LenientOption = False) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
     store = command_store(db) if db is not None else None
     with Session(
-        chat, store=store, profiles=command_profiles(db, store), save_debounce_ms=60_000
+        chat,
+        store=store,
+        profiles=command_profiles(db, store),
+        save_debounce_ms=60_000,
+        lenient=lenient,
     ) as session:
         result = session.last_result
         assert result is not None
@@ -194,13 +208,14 @@ def versions(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the versions as JSON.")] = False,
     db: DbOption = None,
+    lenient: LenientOption = False,
 ) -> None:
     """List the running recap's versions; select one, or add an edited one."""
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
     store = command_store(db) if db is not None else None
     # Check everything first, on a read-only copy: a command that fails writes nothing.
-    loaded, _ = load_target(chat, store=store)
+    loaded, _ = load_target(chat, store=store, lenient=lenient)
     probe = Session(
         loaded,
         settings=command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded)),
@@ -212,15 +227,16 @@ def versions(
     if select is not None:
         running.select_version(loaded, select)  # raises for an unknown version
     elif edit is not None:
-        try:
-            text = edit.read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise AutorecapError(f'cannot read "{edit}": {error.strerror}') from None
+        text = read_text_file(edit, "the recap").strip()
         if not text:
             raise AutorecapError(f'"{edit}" is empty: write the recap text into it')
         running.edit_version(loaded, text, now_ms=0)  # raises when there is no recap yet
     with Session(
-        chat, store=store, profiles=command_profiles(db, store), save_debounce_ms=60_000
+        chat,
+        store=store,
+        profiles=command_profiles(db, store),
+        save_debounce_ms=60_000,
+        lenient=lenient,
     ) as session:
         if select is not None:
             session.select_version(select)

@@ -22,7 +22,15 @@ from rich.progress import (
 from rich.table import Table
 
 from autorecap.autosave import load_target
-from autorecap.cli._app import DbOption, app, command_profiles, command_store, err, out
+from autorecap.cli._app import (
+    DbOption,
+    LenientOption,
+    app,
+    command_profiles,
+    command_store,
+    err,
+    out,
+)
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
@@ -68,7 +76,7 @@ def recap(
     force: Annotated[
         bool, typer.Option(help="Redo every message recap, including ones you edited yourself.")
     ] = False,
-    lenient: Annotated[bool, typer.Option("--lenient", help="Keep malformed lines.")] = False,
+    lenient: LenientOption = False,
     job_retries: Annotated[
         int,
         typer.Option(
@@ -221,11 +229,12 @@ def scenes_command(
     index: Annotated[int | None, typer.Argument(help="Message index (0-based).")] = None,
     name: Annotated[str | None, typer.Argument(help="Scene name (rename, or mark).")] = None,
     db: DbOption = None,
+    lenient: LenientOption = False,
 ) -> None:
     """List a chat's scenes, or mark, unmark, rename, hide or show the scene break at message N
     (a hidden break does not count for auto-hide)."""
     store = command_store(db) if db is not None else None
-    loaded, from_file = load_target(chat, store=store)
+    loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if action is SceneAction.list:
         _print_scenes(loaded)
         return
@@ -260,11 +269,12 @@ def remember(
     ] = None,
     forget: Annotated[bool, typer.Option("--forget", help="Unpin the message.")] = False,
     db: DbOption = None,
+    lenient: LenientOption = False,
 ) -> None:
     """Pin message N's recap in the long-term tier ("remember this"), unpin it (--forget), or
     list the pinned messages. The tier injects them with `long_term_enabled` on."""
     store = command_store(db) if db is not None else None
-    loaded, from_file = load_target(chat, store=store)
+    loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if index is None:
         pinned = pinned_indexes(loaded.messages)
         for i in pinned:
@@ -295,12 +305,13 @@ def combined_command(
         typer.Option("--make", help="Merge the message recaps into a new version now."),
     ] = False,
     db: DbOption = None,
+    lenient: LenientOption = False,
 ) -> None:
     """The combined recap (every message recap merged into one narrative, injected with
     `combined_recap_enabled`): list its versions, select one, or make one now (with the chat's
     recap backend)."""
     store = command_store(db) if db is not None else None
-    loaded, from_file = load_target(chat, store=store)
+    loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if make:
         settings = command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded))
         backend = make_backend(settings)

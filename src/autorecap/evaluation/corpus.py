@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from autorecap.core.model import Chat
-from autorecap.errors import AutorecapError
+from autorecap.errors import AutorecapError, ChatFileError
 from autorecap.stfiles.jsonl import read_chat
 from autorecap.testing import GeneratedChat, generate
 
@@ -167,7 +167,15 @@ def read_with_truth(path: Path, *, style: str = "file") -> CorpusChat:
         raise CorpusError(
             f"{truth_path.name}: {where}: {first['msg']}. The format: {_TRUTH_FORMAT}"
         ) from None
-    chat = read_chat(path)
+    try:
+        chat = read_chat(path)
+    except ChatFileError as error:
+        bad = error.problems[0] if error.problems else None
+        where = f"line {bad.line}: {bad.message}" if bad else str(error)
+        raise CorpusError(
+            f"{path.name}, {where}: fix it to measure the chat "
+            f"(`autorecap check {path}` lists every bad line)"
+        ) from None
     count = len(chat.messages)
     for start in truth.scene_starts:
         if not 0 < start < count:

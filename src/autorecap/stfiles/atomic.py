@@ -30,6 +30,11 @@ def atomic_write(path: Path, data: bytes, *, backups: int = 0, backup_name: str 
             f'cannot write "{path}": the folder "{folder}" does not exist; create it first',
             path=str(path),
         )
+    if target.is_dir():
+        raise ChatFileError(
+            f'cannot write "{path}": it is a folder; give a file name, such as "{path}/chat.jsonl"',
+            path=str(path),
+        )
     if backups < 0:
         raise ChatFileError(f"backups must be 0 or more, not {backups}")
     try:

@@ -127,8 +127,8 @@ def parse_chat(
         first = problems[0]
         more = f" (and {len(problems) - 1} more bad line(s))" if len(problems) > 1 else ""
         raise ChatFileError(
-            f'line {first.line} of "{shown}": {first.message}{more}. Fix the line, or read the '
-            "file leniently (--lenient) to keep bad lines as they are",
+            f'line {first.line} of "{shown}": {first.message}{more}. Fix the line (`autorecap '
+            "check FILE` lists every bad line), or give --lenient to keep bad lines as they are",
             path=shown,
             problems=tuple(problems),
         )
