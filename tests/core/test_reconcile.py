@@ -158,9 +158,10 @@ HISTORY = st.lists(st.tuples(st.sampled_from(["user", "assistant"]), TEXTS), max
 def test_applying_the_plan_gives_the_clients_history(
     stored: list[tuple[str, str]], sent: list[tuple[str, str]]
 ) -> None:
-    """Whatever the two lists, carrying out the plan turns the stored chat into the client's."""
+    """Whatever the two lists, carrying out the plan turns the stored chat into the client's
+    (after the stored messages its window leaves out, when it sent only the newest)."""
     result = plan(stored, client(*sent), generating=False)
-    assert _apply(stored, result) == sent
+    assert _apply(stored, result) == stored[: result.offset] + sent
     unchanged_prefix = 0
     while (
         unchanged_prefix < min(len(stored), len(sent))
@@ -185,7 +186,7 @@ def test_with_system_messages_the_plan_stores_the_history_and_places_the_prompts
         sent = [("user", "first"), *sent]  # a leading system message is the main prompt
     result = plan(stored, client(*sent), generating=False)
     history = [(m.role, m.content) for m in result.history]
-    assert _apply(stored, result) == history
+    assert _apply(stored, result) == stored[: result.offset] + history
     together: list[tuple[str, str]] = list(history)
     for place, prompt in reversed(result.prompts):
         together.insert(place, (prompt.role, prompt.content))
@@ -209,7 +210,7 @@ def test_a_narrator_message_stays_when_a_message_before_it_is_edited_or_deleted(
     result = plan(stored, client(*edited))
     assert not result.prompts
     assert [op.kind for op in result.ops] == ["edit", "append"]
-    deleted = [STORED[1], STORM, *STORED[2:], ("user", "u4")]
+    deleted = [STORED[0], STORM, *STORED[2:], ("user", "u4")]
     result = plan(stored, client(*deleted))
     assert not result.prompts
     assert _apply(stored, result) == deleted
@@ -246,3 +247,30 @@ def test_a_message_deleted_early_in_the_chat_is_the_only_one_touched() -> None:
     edited = [*long[:5], ("assistant", "line 5, fixed"), *long[6:]]
     result = plan(long, client(*[m for i, m in enumerate(edited) if i != 20]))
     assert [(op.kind, op.index) for op in result.ops] == [("edit", 5), ("delete", 20)]
+
+
+LONG = [(("user", "assistant")[i % 2], f"message {i}") for i in range(12)]
+
+
+def test_a_window_on_the_newest_messages_keeps_the_older_ones() -> None:
+    """A frontend that fits a long chat to its context sends only the newest messages: the
+    ones it left out stay, and the window is reconciled as a whole history would be."""
+    new = ("user", "what now?")
+    result = plan(LONG, client(*LONG[6:], new))
+    assert result.offset == 6
+    assert result.ops == [Op("append", message=ClientMessage(*new))]
+    # a regeneration, an edit and a deletion inside the window: at their stored places
+    assert plan(LONG, client(*LONG[6:-1])).regenerate == 11
+    edited = plan(LONG, client(*LONG[6:9], ("assistant", "changed"), *LONG[10:], new))
+    assert edited.ops[0] == Op("edit", index=9, message=ClientMessage("assistant", "changed"))
+    deleted = plan(LONG, client(*LONG[6:9], *LONG[10:]), generating=False)
+    assert _apply(LONG, deleted) == LONG[:9] + LONG[10:]
+
+
+def test_a_history_that_begins_as_the_chat_does_is_no_window() -> None:
+    """The usual request, a chat's first messages changed or a run too short to tell: the
+    client's list is the whole truth."""
+    assert plan(LONG, client(*LONG, ("user", "more"))).offset == 0
+    assert plan(LONG, client(("user", "new start"), *LONG[1:])).offset == 0  # an edit
+    assert plan(LONG, client(LONG[11], ("user", "more"))).offset == 0  # 1 in a row: too few
+    assert plan(LONG, client(LONG[4], LONG[7], LONG[8], ("user", "x"))).offset == 0

@@ -309,6 +309,29 @@ def test_without_an_id_a_conversation_keeps_its_fingerprint_chat(
     assert texts(proxy.stored(other_id)) == ["A different tale begins.", "Reply 3."]
 
 
+def test_a_chat_the_frontend_trims_to_its_context_stays_one_chat(
+    proxy: Proxy, upstream: Upstream, http: httpx.Client
+) -> None:
+    """SillyTavern fits a long chat to its context by leaving out the oldest messages, so the
+    opening changes every turn: each request is still a turn of the same chat, the messages
+    left out stay, and what goes upstream is the window the client sent."""
+    history = [user("We need a map.")]
+    chat_id = ""
+    for turn in range(8):
+        window = history[-6:]  # the newest six messages fit the frontend's context
+        response = post_chat(http, proxy.url, [SYSTEM, *window])
+        chat_id = chat_id or response.headers["x-autorecap-chat"]
+        assert response.headers["x-autorecap-chat"] == chat_id
+        sent = upstream.chat_requests[-1].json["messages"]
+        assert [m["content"] for m in sent[1:]] == [m["content"] for m in window]
+        history += [bot(response.json()["choices"][0]["message"]["content"]), user(f"Turn {turn}")]
+    assert proxy.chat_ids() == [chat_id]
+    assert texts(proxy.stored(chat_id)) == [m["content"] for m in history[:-1]]
+    # another chat with the same system prompt and its own messages is another chat
+    other = post_chat(http, proxy.url, [SYSTEM, user("A different tale begins.")])
+    assert other.headers["x-autorecap-chat"] != chat_id
+
+
 # --- 4. the running recap is injected ------------------------------------------------------------
 
 RECAP = "Mira stole the harbour master's ledger and owes Captain Vos forty crowns."

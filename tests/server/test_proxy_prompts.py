@@ -162,7 +162,9 @@ def test_the_stored_chat_is_the_clients_messages_whatever_prompts_it_sends(
                     index = action[1] % len(messages)
                     messages[index] = {**messages[index], "content": f"Edited {number}."}
                 elif kind == "delete" and len(messages) > 1:
-                    index = action[1] % len(messages)
+                    # (not the first: a history without its first messages is a window on the
+                    # newest ones, as a frontend sends a chat longer than its context)
+                    index = 1 + action[1] % (len(messages) - 1)
                     rest = [*messages[:index], *messages[index + 1 :]]
                     if rest[0]["role"] != "system":  # else the main prompt's, to any client
                         messages = rest

@@ -25,6 +25,10 @@ character's note at a depth. Such a prompt is sent on in its place but never sto
 it would move every turn, and the messages after it would be deleted and added again, losing
 their recaps and swipes. (A narrator message sent as the very last thing, right before a
 generation, is taken for such a prompt.)
+
+A frontend that fits a long chat to its context sends only the newest messages: a history that
+begins, not with the stored chat's first messages, but with a run of later ones
+(`window_start`) is that window, and the stored messages before it stay as they are.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ class Plan:
     prompts: list[tuple[int, ClientMessage]] = field(default_factory=list)
     """System messages inside the history that are prompts, not chat messages (see the module
     docstring), each with the number of `history` messages before it: sent on in place."""
+    offset: int = 0
+    """The stored messages before the client's history (a frontend that sends only the newest
+    messages): `history[i]` is stored message `offset + i`."""
 
     @property
     def unchanged(self) -> bool:
@@ -180,6 +187,11 @@ def separate_prompts(
     return kept, prompts, stale
 
 
+WINDOW_RUN = 3
+"""Messages in a row, at least, that a history must share with a later part of the stored chat
+to be taken for a window on it (fewer when the history is shorter; never fewer than 2)."""
+
+
 def plan(
     stored: Sequence[tuple[str, str]],
     messages: Sequence[ClientMessage],
@@ -190,6 +202,43 @@ def plan(
     """Compare the stored chat (`(role, text)` per message, oldest first) with a client's
     request. `generating`: the request asks for a new reply (a chat completion)."""
     system, history, carries = split_request(messages, injected)
+    offset = window_start(stored, history)
+    found = _plan(stored[offset:], system, history, carries, generating)
+    if not offset:
+        return found
+    found.offset = offset
+    found.ops = [
+        op if op.kind == "append" else Op(op.kind, op.index + offset, op.message)
+        for op in found.ops
+    ]
+    if found.regenerate is not None:
+        found.regenerate += offset
+    return found
+
+
+def window_start(stored: Sequence[tuple[str, str]], history: Sequence[ClientMessage]) -> int:
+    """Where in the stored chat the client's history begins: 0, unless the history does not
+    begin as the stored chat does but its first chat messages (`WINDOW_RUN` of them, all but
+    the newest) are a run of later stored ones; then the index of that run's first message
+    (the latest such run)."""
+    said = [m for m in history if m.role != "system"]
+    chat = [(index, role, text) for index, (role, text) in enumerate(stored) if role != "system"]
+    run = min(WINDOW_RUN, len(said) - 1)
+    if run < 2 or len(chat) <= run or _same(chat[0][1], chat[0][2], said[0]):
+        return 0
+    for start in range(len(chat) - run, 0, -1):
+        if all(_same(chat[start + k][1], chat[start + k][2], said[k]) for k in range(run)):
+            return chat[start][0]
+    return 0
+
+
+def _plan(
+    stored: Sequence[tuple[str, str]],
+    system: list[ClientMessage],
+    history: list[ClientMessage],
+    carries: bool,
+    generating: bool,
+) -> Plan:
     history, prompts, stale = separate_prompts(stored, history)
     if not stale:
         ops, regenerate = _changes(stored, history, generating)

@@ -28,7 +28,8 @@ def outgoing_messages(
             index,
             source=_as_sent(message, sent),
         )
-        for index, message in enumerate(result.history)
+        # a frontend that sent only the newest messages: history[i] is stored message offset + i
+        for index, message in enumerate(result.history, start=result.offset)
     ]
     system = [
         sent[m.at] if m.at >= 0 else {"role": m.role, "content": m.content} for m in result.system

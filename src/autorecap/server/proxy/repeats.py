@@ -88,8 +88,8 @@ def remember(chat: Chat, raw: bytes, sent: list[Any], result: Plan) -> Echo | No
     if not ends_with_them:
         return None  # a prompt among the messages: the full path places it
     history = len(sent) - lead - after
-    if history < 1 or len(result.history) != history:
-        return None
+    if history < 1 or len(result.history) != history or result.offset:
+        return None  # (a window on the newest messages takes the full path)
     if any(m.role == "system" for m in result.history) or len(chat.messages) < history:
         return None
     found = layout(raw)

@@ -121,6 +121,7 @@ def add_proxy_routes(
             scope = request_scope(request)
             chosen = chat_id or header_text(request.headers.get(HEADER_CHAT))
             body = None
+            by_opening = not chosen
             if not chosen:
                 opening = opening_elements(raw, _leading)
                 if opening is None:
@@ -128,6 +129,17 @@ def add_proxy_routes(
                     opening = request_messages(body)
                 chosen = fingerprint(as_client_messages(opening, opening=True))
             internal = scope.internal(chosen)
+            if by_opening and not registry.is_open(internal):
+                # A chat whose oldest messages the frontend no longer sends has another
+                # opening each turn: it may be one of this key's open chats (`continued`).
+                parsed = body if body is not None else parse_body(raw)
+                found = await run_in_threadpool(
+                    registry.continued,
+                    internal,
+                    parsed,
+                    lambda other: scope.external(other) is not None,
+                )
+                internal, body = found or internal, parsed
             turn = await in_chat(
                 internal,
                 lambda: registry.begin(internal, raw, body),
@@ -135,7 +147,7 @@ def add_proxy_routes(
             )
         except AutorecapError as error:
             return error_response(error.http_status, str(error))
-        return turn, turn.body, chosen, turn.stream
+        return turn, turn.body, scope.external(turn.chat_id) or chosen, turn.stream
 
     async def text_completions(request: Request, chat_id: str | None) -> Response:
         """A text completion: the prompt is one string, so there is no history to reconcile;

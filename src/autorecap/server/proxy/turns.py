@@ -7,8 +7,10 @@ May import `server.chats`, the rest of `server.proxy` but `routes`, and the serv
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 from autorecap.core.data import get_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import learn_names, names_from_request, names_known
-from autorecap.core.reconcile import Plan, plan
+from autorecap.core.reconcile import ClientMessage, Plan, plan, split_request, window_start
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.server.chats.registry import INJECTED_KEYS, ChatRegistry
@@ -108,6 +110,9 @@ class ProxyChats(ChatRegistry):
         """Turns open per chat."""
         self._turns_closed = threading.Condition(self._guard)
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
+        self._openings: dict[str, str] = {}
+        """The system block of each open chat's last request (a digest), most recent last:
+        where to look for the chat that a request with only its newest messages continues."""
 
     def begin(self, chat_id: str, raw: bytes, body: dict[str, Any] | None = None) -> Turn:
         """Reconcile the request (`raw`: its body as sent; `body`: the same, parsed, when the
@@ -153,6 +158,9 @@ class ProxyChats(ChatRegistry):
                 body = body if body is not None else parse_body(raw)
                 sent = request_messages(body)
                 result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
+                with self._guard:
+                    self._openings.pop(chat_id, None)
+                    self._openings[chat_id] = _opening(result.system)
                 # A new chat's first request (always this full way): SillyTavern sends no
                 # names, its prompt has them. Later requests keep what the chat has, so that
                 # the fast way and this one store the same.
@@ -375,7 +383,44 @@ class ProxyChats(ChatRegistry):
     def drop(self, chat_id: str) -> None:
         with self.hold(chat_id), self._guard:
             self._echoes.pop(chat_id, None)
+            self._openings.pop(chat_id, None)
         super().drop(chat_id)
+
+    def is_open(self, chat_id: str) -> bool:
+        """Whether the chat is in memory (no store read)."""
+        return chat_id in self._sessions
+
+    def continued(
+        self, chat_id: str, body: dict[str, Any], mine: Callable[[str], bool]
+    ) -> str | None:
+        """For a request whose chat is named by its opening (`matching.fingerprint`): the chat
+        it continues when `chat_id` is not known yet. A frontend that fits a long chat to its
+        context sends only the newest messages, so the opening changes every turn: the open
+        chat (one that `mine` accepts) with the same system prompt whose newest messages the
+        request holds (`reconcile.window_start`). None for a new chat. Reads the store and
+        waits for chats' locks: not for the event loop."""
+        if self.known(chat_id):
+            return None
+        system, history, _ = split_request(client_messages(body))
+        opening = _opening(system)
+        with self._guard:
+            for gone in [c for c in self._openings if c not in self._sessions]:
+                del self._openings[gone]  # let go of meanwhile: looked for again once loaded
+            candidates = [c for c, o in reversed(self._openings.items()) if o == opening]
+        for candidate in candidates:
+            if not mine(candidate):
+                continue
+            with self.hold(candidate):
+                session = self._sessions.get(candidate)
+                if session and window_start(stored_pairs(session.chat.messages), history):
+                    return candidate
+        return None
+
+
+def _opening(system: list[ClientMessage]) -> str:
+    """A digest of a request's system block."""
+    text = "\x00".join(m.content for m in system)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _log_failure(future: Future[None]) -> None:
