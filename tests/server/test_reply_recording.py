@@ -93,9 +93,9 @@ def test_a_reply_the_client_moved_on_without_is_not_kept(registry: ProxyChats) -
 # --- an upstream that breaks off a stream ---------------------------------------------------------
 
 
-def breaking_upstream(chunk: bytes) -> tuple[str, socket.socket]:
+def breaking_upstream(chunk: bytes, *, clean: bool = False) -> tuple[str, socket.socket]:
     """A loopback upstream that answers every request with one SSE chunk and then closes the
-    connection without ending the chunked body."""
+    connection without ending the chunked body (`clean`: after ending it)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
@@ -122,7 +122,11 @@ def breaking_upstream(chunk: bytes) -> tuple[str, socket.socket]:
                     rest += conn.recv(65536)
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(chunk) + chunk + b"\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                    + b"%x\r\n" % len(chunk)
+                    + chunk
+                    + b"\r\n"
+                    + (b"0\r\n\r\n" if clean else b"")
                 )
 
     threading.Thread(target=serve, daemon=True).start()
@@ -141,10 +145,13 @@ def breaking_upstream(chunk: bytes) -> tuple[str, socket.socket]:
     ],
     ids=["broken-mid-reply", "broken-after-done"],
 )
+@pytest.mark.parametrize("clean", [False, True], ids=["cut", "ended"])
 def test_a_stream_the_upstream_breaks_off_still_closes_its_turn(
-    tmp_path: Path, chunk: bytes, kept: list[str]
+    tmp_path: Path, chunk: bytes, kept: list[str], clean: bool
 ) -> None:
-    url, server = breaking_upstream(chunk)
+    """A stream that ends before its [DONE] or finish_reason, cut or cleanly ended, is no
+    reply: the turn closes without one."""
+    url, server = breaking_upstream(chunk, clean=clean)
     app = create_app(ServerConfig(upstream=url, db=tmp_path / "p.db", worker=False))
     try:
         with TestClient(app, raise_server_exceptions=False) as client:
@@ -156,5 +163,34 @@ def test_a_stream_the_upstream_breaks_off_still_closes_its_turn(
             registry.flush(timeout=10)
             assert registry._open_turns == 0  # settled: saved, jobs queued, flush not stuck
             assert [m["mes"] for m in registry.chat("mira").messages] == kept
+    finally:
+        server.close()
+
+
+def test_with_several_choices_streamed_the_first_is_the_reply(tmp_path: Path) -> None:
+    """`n` = 2, streamed: the two choices' chunks come interleaved, each with its index; the
+    reply recorded is the first choice's, as it is without streaming."""
+
+    def chunk(index: int, text: str) -> bytes:
+        choice = {"index": index, "delta": {"content": text}}
+        return b"data: " + orjson.dumps({"choices": [choice]}) + b"\n\n"
+
+    stream = (
+        chunk(0, "Fair ")
+        + chunk(1, "Foul ")
+        + chunk(0, "winds.")
+        + chunk(1, "weather.")
+        + b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        + b"data: [DONE]\n\n"
+    )
+    url, server = breaking_upstream(stream, clean=True)
+    app = create_app(ServerConfig(upstream=url, db=tmp_path / "p.db", worker=False))
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            body = {"model": "m", "stream": True, "n": 2, "messages": [said("user", "Ahoy.")]}
+            client.post("/c/mira/v1/chat/completions", json=body)
+            registry: ProxyChats = app.state.registry
+            registry.flush(timeout=10)
+            assert [m["mes"] for m in registry.chat("mira").messages] == ["Ahoy.", "Fair winds."]
     finally:
         server.close()

@@ -62,7 +62,9 @@ def reply_text(content: bytes) -> str:
 
 
 def streamed_text(content: bytes) -> str:
-    """The reply's text from a server-sent-events stream of chat completion chunks."""
+    """The reply's text from a server-sent-events stream of chat completion chunks: the first
+    choice's (with `n` > 1, the chunks of the choices come interleaved, each with its
+    `index`)."""
     parts: list[str] = []
     for line in content.decode("utf-8", "replace").splitlines():
         if not line.startswith("data:"):
@@ -71,10 +73,12 @@ def streamed_text(content: bytes) -> str:
         if payload == "[DONE]":
             break
         try:
-            delta = json.loads(payload)["choices"][0].get("delta", {})
+            choices = json.loads(payload)["choices"]
+            deltas = [c.get("delta") for c in choices if c.get("index", 0) == 0]
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             continue
-        text = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(text, str):
-            parts.append(text)
+        for delta in deltas:
+            text = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(text, str):
+                parts.append(text)
     return "".join(parts)

@@ -180,9 +180,17 @@ class Upstream:
                 else:
                     response.close()
                 streamed = b"".join(pieces)
-                # A client may hang up at [DONE] before the body ends: the reply is whole.
-                if completed or b"[DONE]" in streamed or _FINISHED.search(streamed):
+                # A reply is whole when it says so ([DONE], or a finish_reason): a client may
+                # hang up at [DONE] before the body ends, and a body that ends without either
+                # was cut short, however cleanly.
+                if b"[DONE]" in streamed or _FINISHED.search(streamed):
                     outcome[0] = streamed
+                elif completed:
+                    log.warning(
+                        "chat %s: the upstream's stream ended without [DONE] or a "
+                        "finish_reason; the answer is not recorded as the reply",
+                        chat or "-",
+                    )
 
         body_iterator = relay()
 
