@@ -3,6 +3,7 @@ app in process (`TestClient`) or served by uvicorn on loopback with the scripted
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -373,15 +374,20 @@ def test_a_deleted_chats_switch_and_binding_do_not_pass_to_a_new_chat_of_that_id
     assert "again" not in client.get("/api/settings").json()["bindings"]["chat"]
 
 
-def test_an_unreachable_upstream_is_named_without_its_credentials(tmp_path: Path) -> None:
+def test_an_unreachable_upstream_is_named_without_its_credentials(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Neither a user:password nor a query string (a key may be in either) is shown."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    upstream = f"http://agent:hunter2-secret@127.0.0.1:{port}/v1"
+    upstream = f"http://agent:hunter2-secret@127.0.0.1:{port}/v1?key=sk-query-secret"
     app = create_app(ServerConfig(upstream=upstream, db=tmp_path / "x.db", worker=False))
-    with TestClient(app) as client:
+    with TestClient(app) as client, caplog.at_level(logging.INFO):
         body = {"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}
         answer = client.post("/v1/chat/completions", json=body)
         assert answer.status_code == 502
-        assert "hunter2-secret" not in answer.text
         assert f"127.0.0.1:{port}" in answer.json()["error"]["message"]
+    for secret in ("hunter2-secret", "sk-query-secret"):
+        assert secret not in answer.text
+        assert secret not in caplog.text

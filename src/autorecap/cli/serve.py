@@ -86,7 +86,7 @@ def serve(
     """Run the memory proxy: point any OpenAI-compatible frontend's base URL at it."""
     import uvicorn
 
-    from autorecap.server.app import ServerConfig, create_app
+    from autorecap.server.app import ServerConfig, create_app, shown_upstream
 
     application = create_app(
         ServerConfig(
@@ -103,7 +103,7 @@ def serve(
         )
     )
     err.print(
-        f"autorecap proxy on http://{host}:{port}/v1 -> {upstream} "
+        f"autorecap proxy on http://{host}:{port}/v1 -> {shown_upstream(upstream)} "
         f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
     )
     err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")

@@ -62,6 +62,13 @@ class ServerConfig:
     """Chats kept in memory at most (`chats.registry`)."""
 
 
+def shown_upstream(upstream: str) -> str:
+    """The upstream as logs and error messages name it: without a user:password@ or a query
+    string, either of which may hold a key ("...?key=sk-...")."""
+    url = httpx.URL(upstream).copy_with(username=None, password=None)
+    return str(url.copy_with(query=None)) + ("?…" if url.query else "")
+
+
 def create_app(config: ServerConfig) -> FastAPI:
     """The proxy application (see the module docstring)."""
     upstream = config.upstream.rstrip("/")
@@ -70,8 +77,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             f"--upstream {config.upstream!r} must be an http(s) URL such as "
             "http://127.0.0.1:8080/v1"
         )
-    # The upstream as error messages name it: without any user:password@ in the URL.
-    shown = str(httpx.URL(upstream).copy_with(username=None, password=None))
+    shown = shown_upstream(upstream)
     keyring = KeyRing.from_file(config.keys_file) if config.keys_file is not None else None
     # WAL with synchronous=NORMAL by default: a crash of autorecap loses nothing committed,
     # a power cut may lose the last commits, which the client sends again anyway.
