@@ -35,6 +35,11 @@ from autorecap.core.names import (
             ("Tomas", "Seraphina"),
         ),
         ("A chat between Dr. Faust and J.R. Hale. Be terse.", ("J.R. Hale", "Dr. Faust")),
+        # a group chat: the characters, then the user; no one character speaks for all
+        (
+            "Write Mae's next reply in a fictional chat between Mae, Rook and Tomas.",
+            ("Tomas", None),
+        ),
         ("You are Mira, captain of the Heron.", (None, "Mira")),
         (
             "You're roleplaying as Élodie Marchand. You are talking to Jonah.",

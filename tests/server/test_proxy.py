@@ -17,7 +17,9 @@ import pytest
 from autorecap.core import running
 from autorecap.core.data import get_memory, set_data
 from autorecap.core.model import Chat, Message
+from autorecap.core.reconcile import ClientMessage
 from autorecap.profiles import Profiles
+from autorecap.server.proxy.matching import fingerprint
 from autorecap.settings import DEFAULT_RUNNING_TEMPLATE
 from autorecap.store import open_store
 
@@ -330,6 +332,41 @@ def test_a_chat_the_frontend_trims_to_its_context_stays_one_chat(
     # another chat with the same system prompt and its own messages is another chat
     other = post_chat(http, proxy.url, [SYSTEM, user("A different tale begins.")])
     assert other.headers["x-autorecap-chat"] != chat_id
+
+
+def test_a_group_chat_without_an_id_is_one_chat_whoever_speaks_next(
+    proxy: Proxy, http: httpx.Client
+) -> None:
+    """SillyTavern's prompt in a group chat names the character whose reply comes next, so it
+    changes every turn; the chat it belongs to does not."""
+    prompt = "Write {}'s next reply in a fictional chat between Mae, Rook and Tomas."
+    history = [user("Tomas: Who has the key?")]
+    found = set()
+    for speaker in ("Mae", "Rook", "Mae"):
+        sent = [{"role": "system", "content": prompt.format(speaker)}, *history]
+        response = post_chat(http, proxy.url, sent)
+        found.add(response.headers["x-autorecap-chat"])
+        reply = response.json()["choices"][0]["message"]["content"]
+        history += [bot(reply), user("Tomas: And then?")]
+    assert len(found) == 1
+    assert proxy.chat_ids() == sorted(found)
+
+
+def test_a_chat_stored_under_its_earlier_fingerprint_keeps_it(
+    proxy: Proxy, http: httpx.Client
+) -> None:
+    """Fingerprints made before they left out the speaker asked for: a chat stored under one
+    is found again, not started anew."""
+    prompt = {"role": "system", "content": "Write Mira's next reply in a chat between Mira and Jo."}
+    said = [ClientMessage("system", prompt["content"]), ClientMessage("user", "Ahoy.")]
+    earlier = fingerprint(said, settled=False)
+    assert earlier != fingerprint(said)
+    first = post_chat(http, proxy.chat_url(earlier), [prompt, user("Ahoy.")])
+    reply = first.json()["choices"][0]["message"]["content"]
+    for _ in range(2):
+        again = post_chat(http, proxy.url, [prompt, user("Ahoy."), bot(reply), user("Well?")])
+        assert again.headers["x-autorecap-chat"] == earlier
+    assert proxy.chat_ids() == [earlier]
 
 
 # --- 4. the running recap is injected ------------------------------------------------------------

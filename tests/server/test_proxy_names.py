@@ -10,6 +10,7 @@ from collections.abc import Callable
 import openai
 
 from autorecap.core.data import get_memory
+from autorecap.core.names import spoken
 
 from .conftest import StartProxy
 from .test_proxy import bot, user
@@ -73,3 +74,23 @@ def test_name_fields_win_and_a_prompt_without_names_keeps_the_stand_ins(
     messages = [{"role": "system", "content": "You are a helpful assistant."}, user("Hi.")]
     plain.chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
     assert [m.name for m in proxy.stored("plain").messages] == ["User", "Assistant"]
+
+
+def test_a_group_chat_keeps_each_characters_name(
+    start_proxy: StartProxy, openai_client: MakeClient
+) -> None:
+    """SillyTavern's group chat: the prompt names the speaker of the coming reply and lists
+    the group ("between Mae, Rook and Tomas"), and each reply opens with its speaker's name.
+    The user is Tomas, and each reply is its own speaker's, not the first character's."""
+    proxy = start_proxy()
+    client = openai_client(proxy.chat_url("crew"))
+    prompt = "Write {}'s next reply in a fictional chat between Mae, Rook and Tomas."
+    history: list[dict[str, str]] = [user("Tomas: Who has the key?")]
+    for speaker in ("Mae", "Rook", "Mae"):
+        sent = [{"role": "system", "content": prompt.format(speaker)}, *history]
+        client.chat.completions.create(model="m", messages=sent)  # type: ignore[arg-type]
+        history += [bot(f"{speaker}: {speaker} has it."), user("Tomas: Good.")]
+    chat = proxy.stored("crew")
+    assert chat.messages[0].name == "Tomas"
+    assert [spoken(m)[0] for m in chat.messages[1:4]] == ["Mae", "Tomas", "Rook"]
+    assert "Mae: Rook:" not in " ".join(m.text for m in chat.messages)

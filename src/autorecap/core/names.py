@@ -98,8 +98,10 @@ _USER_PATTERNS = [
 ]
 _BETWEEN = re.compile(
     rf"\b(?:chat|conversation|roleplay|role-play|story|dialogue|exchange|scene) between "
-    rf"({_NAME}) and ({_NAME})(?=[\s,.;:!)]|$)"
+    rf"({_NAME}(?:, {_NAME})*),? and ({_NAME})(?=[\s,.;:!)]|$)"
 )
+"""SillyTavern's "a chat between Seraphina and Tomas"; in a group chat, "between Mae, Rook and
+Tomas" (the characters, then the user)."""
 _PREFIX = re.compile(rf"^({_NAME})\.?: (?=\S)")
 
 
@@ -126,6 +128,10 @@ def names_from_prompt(texts: Sequence[str]) -> tuple[str | None, str | None]:
         (n for p in _USER_PATTERNS for m in p.finditer(text) if (n := _name(m.group(1)))), None
     )
     for match in _BETWEEN.finditer(text):
+        if ", " in match.group(1):
+            # A group chat ("between Mae, Rook and Tomas"): the user is the last one; no one
+            # character speaks for the group (its messages name their speakers).
+            return _name(match.group(2)), None
         first, second = _name(match.group(1)), _name(match.group(2))
         if character is None and first and second:  # SillyTavern writes {{char}} first
             character, user = first, user or second

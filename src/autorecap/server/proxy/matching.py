@@ -9,6 +9,7 @@ prompt and the first history message, the same for a chat's whole life). May imp
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,10 +86,23 @@ def role_of(role: object) -> str:
     return role if isinstance(role, str) and role in _ROLES else "system"
 
 
-def fingerprint(messages: Sequence[ClientMessage]) -> str:
-    """A chat id from a request's opening (the system prompt and the first history message),
-    which stays the same for the chat's whole life."""
+_SPEAKER_ASKED = re.compile(r"\bWrite [^\n]{1,80}?['’]s? next (?:reply|response|message)")
+"""SillyTavern's main prompt names whose reply comes next: in a group chat, another character
+each turn."""
+
+
+def steady(system: str) -> str:
+    """A system prompt without what changes from turn to turn in the same chat (the name of
+    the group character who speaks next)."""
+    return _SPEAKER_ASKED.sub("Write the next reply", system)
+
+
+def fingerprint(messages: Sequence[ClientMessage], *, settled: bool = True) -> str:
+    """A chat id from a request's opening (the system prompt, `steady`, and the first history
+    message), which stays the same for the chat's whole life. `settled=False`: the id as it
+    was made before `steady` (chats stored then keep it)."""
     system = next((m.content for m in messages if m.role == "system"), "")
+    system = steady(system) if settled else system
     first = next((m.content for m in messages if m.role != "system"), "")
     digest = hashlib.sha256(f"{system}\x00{first}".encode("utf-8", "surrogatepass"))
     return f"fp-{digest.hexdigest()[:16]}"

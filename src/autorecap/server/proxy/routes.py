@@ -121,21 +121,24 @@ def add_proxy_routes(
             scope = request_scope(request)
             chosen = chat_id or header_text(request.headers.get(HEADER_CHAT))
             body = None
-            by_opening = not chosen
+            earlier = ""
             if not chosen:
                 opening = opening_elements(raw, _leading)
                 if opening is None:
                     body = parse_body(raw)
                     opening = request_messages(body)
-                chosen = fingerprint(as_client_messages(opening, opening=True))
-            internal = scope.internal(chosen)
-            if by_opening and not registry.is_open(internal):
+                said = as_client_messages(opening, opening=True)
+                chosen = fingerprint(said)
+                earlier = scope.internal(fingerprint(said, settled=False))
+            internal = registry.alias_of(scope.internal(chosen))
+            if earlier and not registry.is_open(internal):
                 # A chat whose oldest messages the frontend no longer sends has another
                 # opening each turn: it may be one of this key's open chats (`continued`).
                 parsed = body if body is not None else parse_body(raw)
                 found = await run_in_threadpool(
                     registry.continued,
                     internal,
+                    earlier,
                     parsed,
                     lambda other: scope.external(other) is not None,
                 )

@@ -23,7 +23,12 @@ from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
 from autorecap.server.chats.registry import INJECTED_KEYS, ChatRegistry
 from autorecap.server.proxy.changes import carry_out, only_appends
-from autorecap.server.proxy.matching import client_messages, request_messages, stored_pairs
+from autorecap.server.proxy.matching import (
+    client_messages,
+    request_messages,
+    steady,
+    stored_pairs,
+)
 from autorecap.server.proxy.outgoing import outgoing_messages
 from autorecap.server.proxy.repeats import Echo, remember, repeat_of
 from autorecap.server.proxy.replies import place_reply
@@ -110,6 +115,8 @@ class ProxyChats(ChatRegistry):
         """Turns open per chat."""
         self._turns_closed = threading.Condition(self._guard)
         self._saver = ThreadPoolExecutor(1, thread_name_prefix="autorecap-saver")
+        self._aliases: dict[str, str] = {}
+        """Fingerprints whose chat is stored under its earlier fingerprint (`continued`)."""
         self._openings: dict[str, str] = {}
         """The system block of each open chat's last request (a digest), most recent last:
         where to look for the chat that a request with only its newest messages continues."""
@@ -390,17 +397,29 @@ class ProxyChats(ChatRegistry):
         """Whether the chat is in memory (no store read)."""
         return chat_id in self._sessions
 
+    def alias_of(self, chat_id: str) -> str:
+        """The id a chat found by `continued` under another id is stored under."""
+        return self._aliases.get(chat_id, chat_id)
+
     def continued(
-        self, chat_id: str, body: dict[str, Any], mine: Callable[[str], bool]
+        self, chat_id: str, earlier: str, body: dict[str, Any], mine: Callable[[str], bool]
     ) -> str | None:
         """For a request whose chat is named by its opening (`matching.fingerprint`): the chat
         it continues when `chat_id` is not known yet. A frontend that fits a long chat to its
         context sends only the newest messages, so the opening changes every turn: the open
         chat (one that `mine` accepts) with the same system prompt whose newest messages the
-        request holds (`reconcile.window_start`). None for a new chat. Reads the store and
-        waits for chats' locks: not for the event loop."""
+        request holds (`reconcile.window_start`); or `earlier`, the id the same opening was
+        given before fingerprints left out the speaker asked for (`matching.steady`), when a
+        chat has it. None for a new chat. Reads the store and waits for chats' locks: not for
+        the event loop."""
         if self.known(chat_id):
             return None
+        if earlier != chat_id and self.known(earlier):
+            with self._guard:
+                if len(self._aliases) > 10_000:
+                    self._aliases.clear()
+                self._aliases[chat_id] = earlier
+            return earlier
         system, history, _ = split_request(client_messages(body))
         opening = _opening(system)
         with self._guard:
@@ -419,7 +438,7 @@ class ProxyChats(ChatRegistry):
 
 def _opening(system: list[ClientMessage]) -> str:
     """A digest of a request's system block."""
-    text = "\x00".join(m.content for m in system)
+    text = "\x00".join(steady(m.content) for m in system)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
