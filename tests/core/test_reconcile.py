@@ -274,3 +274,13 @@ def test_a_history_that_begins_as_the_chat_does_is_no_window() -> None:
     assert plan(LONG, client(("user", "new start"), *LONG[1:])).offset == 0  # an edit
     assert plan(LONG, client(LONG[11], ("user", "more"))).offset == 0  # 1 in a row: too few
     assert plan(LONG, client(LONG[4], LONG[7], LONG[8], ("user", "x"))).offset == 0
+
+
+def test_an_edited_last_reply_with_a_new_message_after_it_is_an_edit_and_an_append() -> None:
+    """The user edits the last reply (or swipes back to an earlier one) and sends on: the
+    reply keeps its id, recap and swipes."""
+    result = plan(STORED, client(*STORED[:3], ("assistant", "at noon"), ("user", "why?")))
+    assert result.ops == [
+        Op("edit", index=3, message=ClientMessage("assistant", "at noon")),
+        Op("append", message=ClientMessage("user", "why?")),
+    ]

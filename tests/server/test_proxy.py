@@ -588,6 +588,24 @@ def test_a_streamed_regeneration_becomes_a_swipe(
     assert len(proxy.stored("swipes").messages) == 2
 
 
+def test_swiping_back_to_an_earlier_reply_keeps_the_others(
+    proxy: Proxy, http: httpx.Client
+) -> None:
+    """After two regenerations the reply has three swipes; the user picks the first and goes
+    on: it is selected, and the other two stay."""
+    base = proxy.chat_url("swipe-back")
+    for _ in range(3):
+        post_chat(http, base, [SYSTEM, user("Sing.")])
+    swipes = proxy.stored("swipe-back").messages[-1].swipes
+    assert swipes is not None
+    assert len(swipes) == 3
+    post_chat(http, base, [SYSTEM, user("Sing."), bot(swipes[0]), user("Again!")])
+    reply = proxy.stored("swipe-back").messages[1]
+    assert reply.swipes == swipes
+    assert reply.swipe_id == 0
+    assert reply.text == swipes[0]
+
+
 def _memories(proxy: Proxy, chat_id: str) -> dict[int | None, str] | None:
     """Every message's recap by message id, once every message has one (else None)."""
     messages: list[Message] = proxy.stored(chat_id).messages

@@ -264,8 +264,9 @@ def _changes(
     """The operations that turn `stored` into `history`, and the reply regenerated. After
     the messages both begin with, the rest is aligned (`difflib`): messages missing from the
     client's list are deleted, changed ones edited in place, and the others keep their ids,
-    wherever the change was. Messages added anywhere but at the end cannot be inserted: from
-    the first of them on, the stored messages are deleted and the client's appended."""
+    wherever the change was (the last ones edited with more after them: edits, then appends).
+    Messages added anywhere but at the end cannot be inserted: from the first of them on, the
+    stored messages are deleted and the client's appended."""
     prefix = 0
     while (
         prefix < len(stored)
@@ -301,6 +302,17 @@ def _changes(
             )
         elif i1 == len(ours):  # added at the end
             appends.extend(history[prefix + j1 : prefix + j2])
+        elif (
+            tag == "replace"
+            and i2 == len(ours)
+            and [r for r, _ in ours[i1:i2]] == [r for r, _ in theirs[j1 : j1 + i2 - i1]]
+        ):  # the last messages edited, and more added after them (an edited reply, then a
+            # new message; or a swipe chosen back)
+            edits.extend(
+                Op("edit", index=prefix + i, message=history[prefix + j1 + i - i1])
+                for i in range(i1, i2)
+            )
+            appends.extend(history[prefix + j1 + i2 - i1 : prefix + j2])
         else:  # added before stored messages: they go, and the client's rest is appended
             deletes.extend(range(prefix + i1, len(stored)))
             edits = [op for op in edits if op.index < prefix + i1]

@@ -57,7 +57,12 @@ def apply_op(
     if kind == "delete":
         session.delete_message(index)
     elif kind == "edit" and message is not None:
-        session.edit_message(index, message.content)
+        swipes = session.chat.messages[index].get("swipes")
+        chosen = _swipe_with(swipes, message.content)
+        if chosen is not None:  # the user swiped back to an earlier reply: the others stay
+            session.swipe(index, to=chosen)
+        else:
+            session.edit_message(index, message.content)
     elif kind == "append" and message is not None:
         if message.role == "user":
             session.send(message.content, name=message.name or None, quiet=quiet, dated=dated)
@@ -74,3 +79,14 @@ def apply_op(
                 }
             )
             session.chat.notify_change(session.chat.messages[-1])
+
+
+def _swipe_with(swipes: object, text: str) -> int | None:
+    """The index of the swipe whose text is `text` (as the client sends it), if any."""
+    if not isinstance(swipes, list):
+        return None
+    wanted = text.strip()
+    for number, swipe in enumerate(swipes):
+        if isinstance(swipe, str) and swipe.strip() == wanted:
+            return number
+    return None
