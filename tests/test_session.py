@@ -23,6 +23,7 @@ from autorecap.recap.detection import detect_scene_breaks
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.session import Session, SessionError
 from autorecap.settings import DEFAULT_RUNNING_TEMPLATE, Settings
+from autorecap.stfiles.jsonl import write_chat
 from autorecap.testing import generate
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -777,3 +778,30 @@ def test_a_history_without_dates_then_a_pause_of_a_day_opens_a_scene() -> None:
     detect_scene_breaks(session.chat, OfflineBackend(), session.settings)
     next_day = 60 + 16  # the first message after the pause
     assert any(abs(b + 1 - next_day) <= 1 for b in break_indexes(session.chat.messages))
+
+
+def test_a_closed_session_refuses_to_go_on(tmp_path: Path) -> None:
+    """What a closed session was asked would be lost: it says so instead."""
+    path = tmp_path / "chat.jsonl"
+    write_chat(Chat([{"name": "Ann", "is_user": True, "mes": "hi"}], chat_id="chat"), path)
+    session = Session(path)
+    session.close()
+    for act in (
+        lambda: session.send("after close"),
+        lambda: session.receive("after close"),
+        lambda: session.edit_message(0, "changed"),
+        lambda: session.recall("hi"),
+        lambda: session.refresh(),
+    ):
+        with pytest.raises(SessionError, match="is closed: open a new Session"):
+            act()
+    assert [m.text for m in read_chat(path).messages] == ["hi"]
+
+
+@pytest.mark.parametrize("text", [None, 42, ["hi"]])
+def test_a_message_text_must_be_a_string(tmp_path: Path, text: Any) -> None:
+    session = Session(Chat([{"name": "Ann", "is_user": True, "mes": "hi"}], chat_id="c"))
+    for act in (session.send, session.receive, lambda t: session.edit_message(0, t)):
+        with pytest.raises(SessionError, match="a message's text is a string"):
+            act(text)
+    assert [m.text for m in session.chat.messages] == ["hi"]

@@ -99,6 +99,7 @@ class Session:
         self.settings = self._load_settings()
         self.counter: TokenCounter = get_counter(self.settings.tokenizer)
         self.last_injection = ""
+        self._closed = False
         self.last_result: RefreshResult | None = None
         self.refreshes = 0
         self.warnings: list[str] = []
@@ -157,6 +158,8 @@ class Session:
         listeners hear of it and memory is not refreshed: for adding many messages at once,
         followed by one `refresh()`). `dated=False`: no `send_date`, for a message written
         at a moment nobody knows (history that arrived all at once)."""
+        self._usable()
+        _text_of(text)
         message = {
             "name": name or user_name_of(self.chat),
             "is_user": True,
@@ -178,6 +181,8 @@ class Session:
     ) -> Message:
         """A character's reply arrives: append it (with its first swipe), fire
         `message_received`. `dated`: as for `send`."""
+        self._usable()
+        _text_of(text)
         now = self._iso_now()
         moments = {"send_date": now, "gen_started": now, "gen_finished": now} if dated else {}
         message = {
@@ -195,6 +200,8 @@ class Session:
 
     def edit_message(self, index: int, text: str) -> Message:
         """The user edits a message's text (and its active swipe): fire `message_edited`."""
+        self._usable()
+        _text_of(text)
         with self._lock:
             index = self._position(index)
             message = self.chat.messages[index]
@@ -210,6 +217,7 @@ class Session:
     def delete_message(self, index: int) -> Message:
         """The user deletes a message: fire `message_deleted` (which cleans up running recap
         versions whose scene is gone)."""
+        self._usable()
         with self._lock:
             index = self._position(index)
             message = self.chat.messages[index]
@@ -223,6 +231,7 @@ class Session:
     def swipe(self, index: int, *, to: int | None = None, text: str | None = None) -> Message:
         """Swipe a message: to an existing swipe (`to`), or to a new one (`text`, the new
         reply). Fires `message_swiped`; a new swipe starts with no recap (seed 002)."""
+        self._usable()
         with self._lock:
             index = self._position(index)
             message = self.chat.messages[index]
@@ -263,6 +272,7 @@ class Session:
 
     def mark_scene_break(self, index: int, name: str | None = None) -> Message:
         """End a scene at message `index` (and refresh: auto-hide counts scenes)."""
+        self._usable()
         with self._lock:
             message = self.chat.messages[self._position(index)]
             mark_break(message, name, cause="user")
@@ -271,6 +281,7 @@ class Session:
 
     def unmark_scene_break(self, index: int) -> Message:
         """Remove the scene break at message `index`."""
+        self._usable()
         with self._lock:
             message = self.chat.messages[self._position(index)]
             set_data(message, "scene_break", False)
@@ -285,6 +296,7 @@ class Session:
 
     def refresh(self) -> str:
         """`refresh_memory()` now; returns the injection text (`""` when disabled)."""
+        self._usable()
         with self._lock:
             self._debounced.cancel()
             self._refreshing = True
@@ -312,6 +324,7 @@ class Session:
     def recall(self, text: str | None = None) -> list[RecallPiece]:
         """What the recall tier brings back for `text` (default: the newest user message and
         the reply before it), best first, whether or not the tier is on."""
+        self._usable()
         with self._lock:
             _, pieces = self.search.recall(self.settings, self.counter, text)
             return pieces
@@ -355,6 +368,7 @@ class Session:
 
     def set_enabled(self, enabled: bool | None) -> None:
         """Turn memory on or off for this chat (None: follow the default) and refresh."""
+        self._usable()
         self.profiles.set_chat_enabled(self.chat.id, enabled)
         if self._fixed_settings is not None:
             switches = dict(self._fixed_settings.chats_enabled)
@@ -373,12 +387,14 @@ class Session:
 
     def select_version(self, number: int) -> None:
         """Inject running recap version `number` from now on."""
+        self._usable()
         with self._lock:
             running.select_version(self.chat, number)
             self.refresh()
 
     def edit_running_recap(self, content: str) -> dict[str, Any]:
         """Replace the running recap's text: adds a version, which becomes current."""
+        self._usable()
         with self._lock:
             version = running.edit_version(self.chat, content, now_ms=self.clock.wall_ms())
             self.refresh()
@@ -386,6 +402,7 @@ class Session:
 
     def delete_version(self, number: int) -> None:
         """Delete running recap version `number`."""
+        self._usable()
         with self._lock:
             running.delete_version(self.chat, number)
             self.refresh()
@@ -398,7 +415,8 @@ class Session:
             self.open.flush()
 
     def close(self) -> None:
-        """Stop refreshing and save everything."""
+        """Stop refreshing and save everything. The session cannot be used after."""
+        self._closed = True
         self._debounced.cancel()
         if self._on_change in self.chat.listeners:
             self.chat.listeners.remove(self._on_change)
@@ -478,12 +496,19 @@ class Session:
                 self._fire(event, len(self.chat.messages) - 1)
             return added
 
+    def _usable(self) -> None:
+        if self._closed:
+            raise SessionError(
+                f"the session of {self.chat.id!r} is closed: open a new Session to go on"
+            )
+
     def _position(self, index: int) -> int:
         """`index` as a position from the start (negative indexes count from the end)."""
         count = len(self.chat.messages)
         if not -count <= index < count:
             raise SessionError(
-                f"no message {index}: the chat has {count} message(s) (0 to {count - 1})"
+                f"no message {index}: the chat has {count} message(s) (0 to {count - 1}, "
+                f"or -{count} to -1 from the end)"
                 if count
                 else f"no message {index}: the chat is empty"
             )
@@ -517,3 +542,10 @@ _HANDLERS: dict[Event, Callable[[Session, int | None], None]] = {
     Event.MESSAGE_EDITED: Session._handle_debounced_event,
     Event.MORE_MESSAGES_LOADED: Session._handle_debounced_event,
 }
+
+
+def _text_of(text: object) -> str:
+    """A message's text, which must be a string."""
+    if not isinstance(text, str):
+        raise SessionError(f"a message's text is a string, not {type(text).__name__}")
+    return text
