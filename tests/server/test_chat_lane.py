@@ -75,3 +75,25 @@ def test_an_unexpected_failure_is_a_500_in_the_error_shape_and_logged(
     assert "fire" not in answer.text
     monkeypatch.undo()
     assert client.post("/c/mira/v1/chat/completions", json=BODY).status_code == 502  # still up
+
+
+def test_a_body_nested_too_deeply_or_a_chat_id_no_url_reaches_is_a_400(
+    client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep = b'{"model":"m","messages":[{"role":"user","content":"d","x":%s%s}]}' % (
+        b"[" * 100_000,
+        b"]" * 100_000,
+    )
+    with caplog.at_level("WARNING"):
+        answer = client.post("/c/mira/v1/chat/completions", content=deep)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == "the request body is not JSON"
+    assert "Traceback" not in caplog.text
+    for chat_id in ("%2e%2e", "."):
+        dots = client.post(f"/c/{chat_id}/v1/chat/completions", json=BODY)
+        assert dots.status_code in (400, 404), dots.text  # a router may normalise it away
+        if dots.status_code == 400:
+            assert "cannot be reached in a URL" in dots.json()["error"]["message"]
+    named = client.post("/v1/chat/completions", json=BODY, headers={"X-Autorecap-Chat": ".."})
+    assert named.status_code == 400
+    assert "cannot be reached in a URL" in named.json()["error"]["message"]

@@ -30,6 +30,12 @@ class AccessError(AutorecapError):
     http_status = 401
 
 
+class ChatIdError(AutorecapError):
+    """A chat id no URL can name."""
+
+    http_status = 400
+
+
 class NotYoursError(AutorecapError):
     """A chat id this key may not use."""
 
@@ -47,6 +53,11 @@ class Scope:
         """The store's id for this owner's chat `chat_id`."""
         if not chat_id:
             raise NotYoursError("a chat id cannot be empty")
+        if chat_id in (".", "..") or any(ord(c) < 32 for c in chat_id):
+            raise ChatIdError(
+                f"chat id {chat_id!r}: '.', '..' and control characters cannot be reached in "
+                "a URL; choose another id"
+            )
         if not self.owner:
             return chat_id
         if "/" in chat_id:

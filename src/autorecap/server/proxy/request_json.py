@@ -54,7 +54,10 @@ def loads(raw: bytes | str) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except RecursionError:  # nested deeper than orjson's limit too: no chat request is
+            raise ValueError("JSON nested too deeply") from None
 
 
 def dumps(value: Any) -> bytes:
