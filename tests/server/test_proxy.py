@@ -334,6 +334,25 @@ def test_a_chat_the_frontend_trims_to_its_context_stays_one_chat(
     assert other.headers["x-autorecap-chat"] != chat_id
 
 
+def test_a_trimmed_chat_is_found_again_after_a_restart(
+    start_proxy: StartProxy, upstream: Upstream, http: httpx.Client
+) -> None:
+    """The chat a window belongs to is not open in a server just started: it is found among
+    the chats saved last."""
+    history = [user("We need a map.")]
+    first = start_proxy()
+    for turn in range(4):
+        response = post_chat(http, first.url, [SYSTEM, *history[-6:]])
+        history += [bot(response.json()["choices"][0]["message"]["content"]), user(f"T{turn}")]
+    chat_id = response.headers["x-autorecap-chat"]
+    first.stop()
+    second = start_proxy()
+    response = post_chat(http, second.url, [SYSTEM, *history[-6:]])
+    assert response.headers["x-autorecap-chat"] == chat_id
+    assert second.chat_ids() == [chat_id]
+    assert texts(second.stored(chat_id))[:-1] == [m["content"] for m in history]
+
+
 def test_a_group_chat_without_an_id_is_one_chat_whoever_speaks_next(
     proxy: Proxy, http: httpx.Client
 ) -> None:

@@ -38,6 +38,9 @@ from autorecap.store.base import ChatStore
 from autorecap.store.migrations import StaleChatError
 
 log = logging.getLogger("autorecap.server")
+STORED_CANDIDATES = 3
+"""The chats saved last that a request with only the newest messages of a chat not open is
+compared with (`ProxyChats.continued`)."""
 ECHOES = 512
 """How many chats' last requests are kept for the fast path (`proxy.repeats`)."""
 
@@ -408,7 +411,8 @@ class ProxyChats(ChatRegistry):
         it continues when `chat_id` is not known yet. A frontend that fits a long chat to its
         context sends only the newest messages, so the opening changes every turn: the open
         chat (one that `mine` accepts) with the same system prompt whose newest messages the
-        request holds (`reconcile.window_start`); or `earlier`, the id the same opening was
+        request holds (`reconcile.window_start`), else among the `STORED_CANDIDATES` chats
+        saved last; or `earlier`, the id the same opening was
         given before fingerprints left out the speaker asked for (`matching.steady`), when a
         chat has it. None for a new chat. Reads the store and waits for chats' locks: not for
         the event loop."""
@@ -433,6 +437,21 @@ class ProxyChats(ChatRegistry):
                 session = self._sessions.get(candidate)
                 if session and window_start(stored_pairs(session.chat.messages), history):
                     return candidate
+        if sum(1 for m in history if m.role != "system") < 3:
+            return None  # too short to be a window (`window_start`): a new chat
+        # Not open (the server restarted since, or let it go): the chats saved last.
+        stored = sorted(
+            (
+                info
+                for info in self.store.list_chats()
+                if info.id not in self._sessions and info.messages > 1 and mine(info.id)
+            ),
+            key=lambda info: -info.updated_at,
+        )
+        for info in stored[:STORED_CANDIDATES]:
+            chat = self.store.load_chat(info.id)
+            if window_start(stored_pairs(chat.messages), history):
+                return info.id
         return None
 
 
