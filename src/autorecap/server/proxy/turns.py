@@ -408,14 +408,17 @@ class ProxyChats(ChatRegistry):
         self, chat_id: str, earlier: str, body: dict[str, Any], mine: Callable[[str], bool]
     ) -> str | None:
         """For a request whose chat is named by its opening (`matching.fingerprint`): the chat
-        it continues when `chat_id` is not known yet. A frontend that fits a long chat to its
-        context sends only the newest messages, so the opening changes every turn: the open
-        chat (one that `mine` accepts) with the same system prompt whose newest messages the
-        request holds (`reconcile.window_start`), else among the `STORED_CANDIDATES` chats
-        saved last; or `earlier`, the id the same opening was
-        given before fingerprints left out the speaker asked for (`matching.steady`), when a
-        chat has it. None for a new chat. Reads the store and waits for chats' locks: not for
-        the event loop."""
+        it continues when `chat_id` is not known yet, or None for a new chat.
+
+        - `earlier`, the id the same opening had before fingerprints left out the speaker
+          asked for (`matching.steady`), when a chat has it;
+        - else, since a frontend that fits a long chat to its context sends only the newest
+          messages (its opening changes every turn), the open chat (one that `mine` accepts)
+          with the same system prompt whose newest messages the request holds
+          (`reconcile.window_start`), else such a chat among the `STORED_CANDIDATES` saved
+          last.
+
+        Reads the store and waits for chats' locks: not for the event loop."""
         if self.known(chat_id):
             return None
         if earlier != chat_id and self.known(earlier):
