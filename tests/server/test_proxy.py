@@ -353,6 +353,38 @@ def test_a_trimmed_chat_is_found_again_after_a_restart(
     assert texts(second.stored(chat_id))[:-1] == [m["content"] for m in history]
 
 
+def test_two_chats_with_the_same_opening_are_kept_apart(proxy: Proxy, http: httpx.Client) -> None:
+    """SillyTavern's "Start new chat" with the same character sends the same prompt and
+    greeting: the second chat is a chat of its own, and going back and forth between the two
+    deletes nothing of either (each message keeps its id); taking back a few of the newest
+    messages is still a deletion."""
+    greeting = bot("The tavern door creaks open.")
+
+    def turn(history: list[dict[str, str]], text: str) -> Any:
+        history.append(user(text))
+        response = post_chat(http, proxy.url, [SYSTEM, *history])
+        history.append(bot(response.json()["choices"][0]["message"]["content"]))
+        return response.headers["x-autorecap-chat"]
+
+    first: list[dict[str, str]] = [greeting]
+    for number in range(4):
+        first_id = turn(first, f"First chat, turn {number}.")
+    ids_before = ids(proxy.stored(first_id))
+    second: list[dict[str, str]] = [greeting]
+    second_id = turn(second, "A second chat begins.")
+    assert second_id != first_id
+    assert ids(proxy.stored(first_id)) == ids_before  # the first chat untouched
+    assert turn(first, "Back in the first chat.") == first_id
+    assert turn(second, "And the second again.") == second_id
+    assert ids(proxy.stored(first_id))[: len(ids_before)] == ids_before
+    assert texts(proxy.stored(second_id)) == [m["content"] for m in second]
+    assert texts(proxy.stored(first_id)) == [m["content"] for m in first]
+    # taking back the newest two messages and saying something else: the same chat
+    del first[-2:]
+    assert turn(first, "No, wait.") == first_id
+    assert texts(proxy.stored(first_id)) == [m["content"] for m in first]
+
+
 def test_a_group_chat_without_an_id_is_one_chat_whoever_speaks_next(
     proxy: Proxy, http: httpx.Client
 ) -> None:

@@ -145,7 +145,7 @@ def add_proxy_routes(
                 internal, body = found or internal, parsed
             turn = await in_chat(
                 internal,
-                lambda: registry.begin(internal, raw, body),
+                lambda: registry.begin(internal, raw, body, by_opening=bool(earlier)),
                 reads=registry.begin_reads_store,
             )
         except AutorecapError as error:

@@ -124,11 +124,23 @@ class ProxyChats(ChatRegistry):
         """The system block of each open chat's last request (a digest), most recent last:
         where to look for the chat that a request with only its newest messages continues."""
 
-    def begin(self, chat_id: str, raw: bytes, body: dict[str, Any] | None = None) -> Turn:
+    def begin(
+        self,
+        chat_id: str,
+        raw: bytes,
+        body: dict[str, Any] | None = None,
+        *,
+        by_opening: bool = False,
+    ) -> Turn:
         """Reconcile the request (`raw`: its body as sent; `body`: the same, parsed, when the
         caller has it) with the chat, firing the seeds' events, and build what goes upstream:
         hidden messages dropped, the memory placed, unless the client carries it. Nothing is
-        saved here (see `settle`)."""
+        saved here (see `settle`).
+
+        `by_opening`: the chat was named by its opening (`matching.fingerprint`), which
+        another chat may share (SillyTavern's "Start new chat" with the same character, a
+        branch): a request that parts from it early (`_parts_early`) is a turn of another
+        chat of the same opening (`_sibling`), never a reason to delete this one's messages."""
         if body is None and chat_id not in self._echoes:
             body = parse_body(raw)  # a request that cannot be read creates no chat
         if body is not None:
@@ -168,6 +180,10 @@ class ProxyChats(ChatRegistry):
                 body = body if body is not None else parse_body(raw)
                 sent = request_messages(body)
                 result = plan(stored_pairs(chat.messages), client_messages(body), injected=injected)
+                if by_opening and _parts_early(result, len(chat.messages)):
+                    sibling = self._sibling(chat_id, body, injected)
+                    if sibling != chat_id:
+                        return self.begin(sibling, raw, body)
                 with self._guard:
                     self._openings.pop(chat_id, None)
                     self._openings[chat_id] = _opening(result.system)
@@ -396,6 +412,20 @@ class ProxyChats(ChatRegistry):
             self._openings.pop(chat_id, None)
         super().drop(chat_id)
 
+    def _sibling(self, chat_id: str, body: dict[str, Any], injected: list[str]) -> str:
+        """The chat of the same opening as `chat_id` (`chat_id~2`, `~3`, ...) that the request
+        continues, or the next free one of them: a new chat."""
+        for number in range(2, SIBLINGS + 1):
+            sibling = f"{chat_id}~{number}"
+            if not self.known(sibling):
+                return sibling
+            with self.hold(sibling):
+                stored = stored_pairs(self.session(sibling).chat.messages)
+            found = plan(stored, client_messages(body), injected=injected)
+            if not _parts_early(found, len(stored)):
+                return sibling
+        return f"{chat_id}~{SIBLINGS}"
+
     def is_open(self, chat_id: str) -> bool:
         """Whether the chat is in memory (no store read)."""
         return chat_id in self._sessions
@@ -456,6 +486,24 @@ class ProxyChats(ChatRegistry):
             if window_start(stored_pairs(chat.messages), history):
                 return info.id
         return None
+
+
+PARTING = 4
+"""Stored messages, at least, that a request must leave out after the point where it parts
+from a chat named by its opening for it to be another chat (and more than half the chat)."""
+SIBLINGS = 20
+"""Chats of one opening kept apart, at most."""
+
+
+def _parts_early(result: Plan, stored: int) -> bool:
+    """Whether a plan deletes at least `PARTING` stored messages after the point where the
+    request parts from the chat, in the first half of the chat, and brings messages of its
+    own: another conversation from the same opening, not a few messages taken back."""
+    touched = [op.index for op in result.ops if op.kind in ("delete", "edit")]
+    if not touched or not any(op.kind == "append" for op in result.ops) or result.offset:
+        return False
+    parted = min(touched)
+    return stored - parted >= PARTING and parted < stored / 2
 
 
 def _opening(system: list[ClientMessage]) -> str:
