@@ -125,6 +125,42 @@ def test_a_whole_answer_that_breaks_off_is_a_502_in_the_error_shape(
     assert "ClientPayloadError" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "content_type", "stream"),
+    [
+        pytest.param(b"<!doctype html><title>Open WebUI</title>", "text/html", False, id="page"),
+        pytest.param(b"<html><body>Welcome</body></html>", "text/html", True, id="page-stream"),
+        pytest.param(b'{"choices": [{"message": ', "application/json", False, id="cut-json"),
+    ],
+)
+def test_a_success_that_is_no_api_answer_is_a_502_that_says_what_to_check(
+    body: bytes,
+    content_type: str,
+    stream: bool,
+    proxy: Proxy,
+    upstream: Upstream,
+    http: httpx.Client,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An upstream URL that names a site instead of its API answers 200 with its home page.
+    caplog.set_level(logging.INFO)
+    upstream.error(200, body, content_type)
+    answer = http.post(
+        f"{proxy.chat_url('site')}/chat/completions", json=request("Hello?", stream=stream)
+    )
+    assert answer.status_code == 502
+    message = answer.json()["error"]["message"]
+    assert content_type in message
+    assert "ending in /v1" in message
+    assert [m.text for m in proxy.stored("site").messages] == ["Hello?"]  # no reply kept
+    assert any("upstream" in r.getMessage() for r in server_records(caplog))
+    upstream.reply("Mira nods.")  # the next answer that is one is relayed and kept
+    answer = http.post(
+        f"{proxy.chat_url('site')}/chat/completions", json=request("Hello?", stream=False)
+    )
+    assert answer.json()["choices"][0]["message"]["content"] == "Mira nods."
+
+
 # --- expected failures are one log line ------------------------------------------------------
 
 

@@ -204,6 +204,7 @@ def add_proxy_routes(
             upstream_headers(request),
             stream=False,
             key=upstream_key(),
+            completion=False,
         )
 
     # Chat completions skip FastAPI's middleware and routing (`_ChatLane`).

@@ -90,11 +90,13 @@ class Upstream:
         extra_headers: dict[str, str] | None = None,
         done: Done | None = None,
         key: str = "",
+        completion: bool = True,
     ) -> Response:
         """Send the request upstream and relay the answer: streamed chunk by chunk as it
         arrives, bytes unchanged but for `key` masked; an error with its status and body.
         `done` gets the whole answer when it came, else None, after the client has it.
-        `chat` names the request in the log."""
+        `chat` names the request in the log. A `completion`'s success that is a web page or
+        (whole) no JSON is answered as the upstream's failure."""
         await self.open()
         assert self._session is not None
         sent = {**headers, "Accept-Encoding": "identity"}
@@ -109,6 +111,14 @@ class Upstream:
                 await done(None, stream)
             return self.unreachable(error)
         media = response.headers.get("content-type", "application/json")
+        if completion and response.status < 400 and "html" in media:
+            # A web page where an API answer belongs: the upstream URL names a site, not its
+            # API (a client would choke on the page with a parse error of its own).
+            response.close()
+            log.warning("chat %r: the upstream at %s answered with a web page", chat, self.shown)
+            if done is not None:
+                await done(None, stream)
+            return self.not_an_api(media)
         if not stream or response.status >= 400:
             mask = KeyMask(key.encode("utf-8"))
             try:
@@ -120,6 +130,16 @@ class Upstream:
                     await done(None, stream)
                 return self.unreachable(error, began=True)
             response.release()
+            if completion and response.status < 400 and not _is_json(body):
+                log.warning(
+                    "chat %r: the upstream at %s answered %d with no JSON",
+                    chat,
+                    self.shown,
+                    response.status,
+                )
+                if done is not None:
+                    await done(None, stream)
+                return self.not_an_api(media)
             body = mask.feed(body) + mask.flush()
             answer = body if response.status < 400 else None
 
@@ -223,6 +243,14 @@ class Upstream:
             what = "did not answer"
         return error_response(502, f"the upstream at {self.shown} {what} ({_cause(error)})")
 
+    def not_an_api(self, media: str) -> Response:
+        """The 502 for a successful answer that is no API answer (a web page, broken JSON)."""
+        return error_response(
+            502,
+            f"the upstream at {self.shown} answered with {media or 'no content type'}, not "
+            "an API answer: is the upstream URL the API's base (usually ending in /v1)?",
+        )
+
     def broke_off(self, error: BaseException) -> str:
         return f"the upstream at {self.shown} broke off its answer ({_cause(error)})"
 
@@ -244,6 +272,14 @@ def _cause(error: BaseException) -> str:
         return f"{kind}: no answer in time"
     text = str(error).strip()
     return f"{kind}: {text}" if text else kind
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:  # UnicodeDecodeError included
+        return False
+    return True
 
 
 def _error_event(message: str) -> bytes:
