@@ -36,6 +36,10 @@ PIECE_TOKENS = 120
 """The longest piece: a long message is cut to its sentences that match the query."""
 ANSWER_TOKENS = 40
 """The longest answer taken from the message after a recalled question (`_answer_after`)."""
+ANSWER_BOOST = 1.5
+"""A piece whose matching sentences hold the kind of answer the question wants (a number for
+"how much", a name for "who") is worth this much more than its text match alone: of two
+messages that name the impeller and Patchy Lou, the one with a price answers "how much"."""
 MOST_WORDS = 24
 """A query keeps at most this many words (a long message asks about a few things at once)."""
 REPEAT_SHARE = 0.8
@@ -130,7 +134,8 @@ def recall_pieces(
     known: str = "",
     breaks: Sequence[int] | None = None,
 ) -> list[RecallPiece]:
-    """The pieces `hits` ((message index, score), best first) give, best first: what of each
+    """The pieces `hits` ((message index, score), best first) give, best first (a piece that
+    holds the kind of answer asked for counts `ANSWER_BOOST` times its score): what of each
     message is not in the prompt (its text when hidden, else its recap when hidden, else the
     recap of the scene it ends), none that `known` (the running recap) already says.
     `breaks`: the scene breaks' indexes, in order, when the caller has them (a refresh keeps
@@ -164,9 +169,12 @@ def recall_pieces(
                     excerpt = f"{excerpt} → {answered}"
                     source = source.replace(f"#{index}", f"#{index}-{index + 1}", 1)
                     given.add(index + 1)
+            if wanted and _answers(excerpt, wanted, asked):
+                score *= ANSWER_BOOST
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
             given.add(index)
             break
+    pieces.sort(key=lambda p: -p.score)
     return pieces
 
 
@@ -319,6 +327,15 @@ def _holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) 
     if wanted & {"name", "place"}:
         return any(not (asked & _words(m.group(0))) for m in _CAPITALISED.finditer(sentence))
     return False
+
+
+def _answers(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether a sentence of the excerpt that matches the question holds a wanted answer."""
+    return any(
+        _holds_answer(sentence, wanted, asked)
+        for sentence in _SENTENCE.split(excerpt)
+        if asked & _words(sentence)
+    )
 
 
 def _answer_after(
