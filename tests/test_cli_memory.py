@@ -487,6 +487,26 @@ def test_remember_pins_lists_and_forgets(
     code, _, err = run(capsys, "remember", str(recapped_sample), "999")
     assert code != 0
     assert "no message 999" in err
+    code, _, err = run(capsys, "remember", str(recapped_sample), "-1")  # not an option
+    assert code != 0
+    assert "no message -1: the chat has 199 (0 to 198)" in err
+
+
+def test_remember_says_what_changed_and_whether_the_tier_injects(
+    capsys: pytest.CaptureFixture[str], recapped_sample: Path
+) -> None:
+    before = recapped_sample.read_bytes()
+    code, out, err = run(capsys, "remember", str(recapped_sample), "10", "--forget")
+    assert code == 0
+    assert "message 10 is not pinned already: nothing changed" in out
+    assert recapped_sample.read_bytes() == before  # nothing written
+    code, out, err = run(capsys, "remember", str(recapped_sample), "10")
+    assert "pinned: message 10" in out
+    assert "while long_term_enabled is off: `autorecap settings set long_term_enabled true`" in err
+    assert run(capsys, "settings", "set", "long_term_enabled", "true")[0] == 0
+    code, out, err = run(capsys, "remember", str(recapped_sample), "10")
+    assert "message 10 is pinned already: nothing changed" in out
+    assert "long_term_enabled" not in err
 
 
 def test_combined_makes_lists_and_selects_versions(
@@ -499,6 +519,7 @@ def test_combined_makes_lists_and_selects_versions(
     code, out, err = run(capsys, "combined", str(recapped_sample), "--make")
     assert code == 0, err
     assert re.search(r"^\* version 1: 199 recap\(s\), ", out, re.MULTILINE)
+    assert "the combined recap is not injected while combined_recap_enabled is off" in err
     code, out, err = run(capsys, "combined", str(recapped_sample), "--select", "0")
     assert code == 0, err
     assert re.search(r"^\* version 0: ", out, re.MULTILINE)

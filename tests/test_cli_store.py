@@ -95,6 +95,12 @@ def test_settings_commands(capsys: pytest.CaptureFixture[str], home: Path) -> No
     assert run(capsys, "settings", "get", "context_size")[1].strip() == "16384"
     code, out, _ = run(capsys, "settings", "set", "chats_enabled", '{"c1": false}')
     assert "(global)" in out
+    code, out, _ = run(capsys, "settings", "set", "long_term_position", "-1")  # a value
+    assert (code, out.strip()) == (0, "long_term_position = -1 (profile 'Default')")
+    code, _, err = run(capsys, "settings", "set", "recall_max_tokens", "-5")
+    assert code == 1
+    assert "recall_max_tokens" in err
+    assert "No such option" not in err
     code, _, err = run(capsys, "settings", "set", "message_recap_context_type", "percentage")
     assert code == 1
     assert (
@@ -129,3 +135,34 @@ def test_profile_commands(capsys: pytest.CaptureFixture[str], home: Path) -> Non
     assert run(capsys, "settings", "profile", "delete", "Long")[0] == 0
     code, out, _ = run(capsys, "settings", "profile", "list")
     assert "Long" not in out
+
+
+def test_a_chat_file_runs_with_the_profile_bound_to_its_path_or_its_character(
+    capsys: pytest.CaptureFixture[str], fixtures_dir: Path, home: Path
+) -> None:
+    # `settings --chat` says what the chat really runs with: bound by its id (a file's path
+    # binds its name) or by its character, as `inject` and `recap` open it.
+    path = str(fixtures_dir / "handmade/modern-solo.jsonl")
+    assert run(capsys, "settings", "profile", "save", "Lean")[0] == 0
+    run(capsys, "settings", "set", "--profile", "Lean", "recall_enabled", "true")
+    code, out, _ = run(capsys, "settings", "profile", "bind", "Lean", "--chat", path)
+    assert code == 0
+    assert "chat 'modern-solo' uses profile 'Lean'" in out
+    for named in (path, "modern-solo"):
+        out = run(capsys, "settings", "--chat", named)[1]
+        assert "profile 'Lean'" in out
+    _, _, err = run(capsys, "inject", path, "--format", "text")
+    assert "recalled:" in err  # recall is on: the binding applies to the file
+    assert run(capsys, "settings", "profile", "unbind", "--chat", path)[1].strip() == (
+        "binding removed"
+    )
+    code, out, _ = run(capsys, "settings", "profile", "unbind", "--chat", path)
+    assert code == 0
+    assert "has no profile of its own: nothing changed" in out
+    character = "Captain Mira"  # a chat without an avatar: by its name
+    assert run(capsys, "settings", "profile", "bind", "Lean", "--character", character)[0] == 0
+    assert "profile 'Lean'" in run(capsys, "settings", "--chat", path)[1]
+    code, out, err = run(capsys, "settings", "--chat", "a-chat-to-come")
+    assert code == 0
+    assert "profile 'Default'" in out
+    assert "not taken into account" in err

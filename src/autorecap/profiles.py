@@ -283,13 +283,17 @@ class Profiles:
         self._save()
 
     @_change
-    def unbind(self, *, chat: str | None = None, character: str | None = None) -> None:
-        """Remove a chat's or a character's profile binding."""
+    def unbind(self, *, chat: str | None = None, character: str | None = None) -> bool:
+        """Remove a chat's or a character's profile binding; False when there was none (and
+        nothing is saved)."""
+        removed = False
         if chat is not None:
-            self._data["chat_profiles"].pop(chat, None)
+            removed |= self._data["chat_profiles"].pop(chat, None) is not None
         if character is not None:
-            self._data["character_profiles"].pop(character, None)
-        self._save()
+            removed |= self._data["character_profiles"].pop(character, None) is not None
+        if removed:
+            self._save()
+        return removed
 
     # --- storage -----------------------------------------------------------------------------
 

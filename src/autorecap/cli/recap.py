@@ -34,7 +34,7 @@ from autorecap.cli._app import (
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
 from autorecap.core.names import character_key_of
-from autorecap.core.pins import pinned_indexes, set_pinned
+from autorecap.core.pins import is_pinned, pinned_indexes, set_pinned
 from autorecap.core.scenes import mark_break, rename_break, scenes, set_visible, unmark_break
 from autorecap.core.tokens import get_counter
 from autorecap.errors import AutorecapError
@@ -49,7 +49,9 @@ from autorecap.stfiles.jsonl import write_chat
 from autorecap.store import SQLiteStore
 
 if TYPE_CHECKING:  # the evaluation is imported only when `eval` runs
+    from autorecap.core.model import Chat
     from autorecap.evaluation.run import StyleRow
+    from autorecap.store.base import ChatStore
 
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
 
@@ -261,7 +263,7 @@ def scenes_command(
     out.print(f"{action.value}: message {index}")
 
 
-@app.command()
+@app.command(context_settings={"ignore_unknown_options": True})  # "-1" is an index, no option
 def remember(
     chat: _CHAT_ARG,
     index: Annotated[
@@ -286,12 +288,16 @@ def remember(
     if not 0 <= index < count:
         raise AutorecapError(f"no message {index}: the chat has {count} (0 to {count - 1})")
     message = loaded.messages[index]
-    set_pinned(message, not forget)
-    if from_file:
-        write_chat(loaded)
+    if is_pinned(message) != forget:
+        out.print(f"message {index} is {'not ' if forget else ''}pinned already: nothing changed")
     else:
-        (store or command_store(None)).save(loaded, changed=[message])
-    out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
+        set_pinned(message, not forget)
+        if from_file:
+            write_chat(loaded)
+        else:
+            (store or command_store(None)).save(loaded, changed=[message])
+        out.print(f"{'forgotten' if forget else 'pinned'}: message {index}")
+    _tier_off_hint(loaded, db, store, "long_term_enabled", "pinned messages are")
 
 
 @app.command("combined")
@@ -346,6 +352,23 @@ def combined_command(
         )
     if now is None:
         out.print("no combined recap yet: `autorecap combined CHAT --make` makes one")
+    else:
+        _tier_off_hint(loaded, db, store, "combined_recap_enabled", "the combined recap is")
+
+
+def _tier_off_hint(
+    chat: Chat, db: str | None, store: ChatStore | None, setting: str, what: str
+) -> None:
+    """Say so when the tier a command fills injects nothing for this chat (off by default,
+    as in the seeds), and how to turn it on."""
+    settings = command_profiles(db, store).settings_for(chat.id, character_key_of(chat))
+    if not getattr(settings, setting):
+        err.print(
+            f"note: {what} not injected while {setting} is off: "
+            f"`autorecap settings set {setting} true` turns it on",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def _print_scenes(chat: object) -> None:

@@ -9,7 +9,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autorecap.cli._app import DbOption, app, out, profiles_at
+from autorecap.autosave import load_target, target_chat_id
+from autorecap.cli._app import DbOption, app, command_profiles, command_store, err, out, profiles_at
+from autorecap.core.names import character_key_of
+from autorecap.errors import AutorecapError
 from autorecap.profiles import Profiles
 from autorecap.settings import (
     GLOBAL_KEYS,
@@ -42,18 +45,42 @@ def settings_list(
     ctx: typer.Context,
     profile: _PROFILE = None,
     chat: Annotated[
-        str | None, typer.Option("--chat", help="Show the settings this chat runs with.")
+        str | None,
+        typer.Option(
+            "--chat",
+            help="Show the settings this chat runs with (a chat file or a stored chat's id).",
+        ),
     ] = None,
     db: DbOption = None,
 ) -> None:
     """List every setting with its value."""
     if ctx.invoked_subcommand is not None:
         return
-    profiles = profiles_at(db)
-    name = profiles.profile_for(chat) if chat else (profile or profiles.active_profile)
-    current = profiles.settings_for(chat) if chat else _settings_of(profiles, name)
+    if chat:
+        # Bound by its id or by its character, as the chat is opened: read it for both.
+        store = command_store(db) if db is not None else None
+        chat_id, character = target_chat_id(chat), None
+        try:
+            loaded, _ = load_target(chat, store=store, lenient=True)
+            chat_id, character = loaded.id, character_key_of(loaded)
+        except AutorecapError:  # a chat to come (the proxy's): its own binding only
+            err.print(
+                f"no chat {chat!r} to read: its character's profile, if it has one, is not "
+                "taken into account",
+                soft_wrap=True,
+                markup=False,
+            )
+        profiles = command_profiles(db, store)
+        name = profiles.profile_for(chat_id, character)
+        current = profiles.settings_for(chat_id, character)
+        title = f"settings of chat {chat_id!r} (profile {name!r})"
+    else:
+        profiles = profiles_at(db)
+        name = profile or profiles.active_profile
+        current = _settings_of(profiles, name)
+        title = f"settings (profile {name!r})"
     defaults = Settings()
-    table = Table(title=f"settings (profile {name!r})")
+    table = Table(title=escape(title))
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
     table.add_column("allowed")
@@ -86,7 +113,7 @@ def settings_get(
     out.print(escape(_shown(profiles_at(db).get(key, profile))), soft_wrap=True)
 
 
-@settings_app.command("set")
+@settings_app.command("set", context_settings={"ignore_unknown_options": True})
 def settings_set(
     key: Annotated[str, typer.Argument(help="Setting name.")],
     value: Annotated[str, typer.Argument(help="New value: true/false, a number, text, JSON.")],
@@ -159,7 +186,9 @@ def profile_delete(
     out.print(f"deleted profile {escape(name)!r}")
 
 
-_CHAT = Annotated[str | None, typer.Option("--chat", help="A chat id.")]
+_CHAT = Annotated[
+    str | None, typer.Option("--chat", help="A chat file or a chat's id (a file's is its name).")
+]
 _CHARACTER = Annotated[
     str | None, typer.Option("--character", help="A character (its avatar file or name).")
 ]
@@ -173,13 +202,18 @@ def profile_bind(
     db: DbOption = None,
 ) -> None:
     """Use a profile whenever a chat (or any chat of a character) opens."""
-    profiles_at(db).bind(name, chat=chat, character=character)
-    target = f"chat {chat!r}" if chat is not None else f"character {character!r}"
+    chat_id = target_chat_id(chat) if chat is not None else None  # a file: by its chat's id
+    profiles_at(db).bind(name, chat=chat_id, character=character)
+    target = f"chat {chat_id!r}" if chat_id is not None else f"character {character!r}"
     out.print(f"{escape(target)} uses profile {escape(name)!r}")
 
 
 @profile_app.command("unbind")
 def profile_unbind(chat: _CHAT = None, character: _CHARACTER = None, db: DbOption = None) -> None:
     """Remove a chat's or a character's profile."""
-    profiles_at(db).unbind(chat=chat, character=character)
-    out.print("binding removed")
+    chat_id = target_chat_id(chat) if chat is not None else None
+    if profiles_at(db).unbind(chat=chat_id, character=character):
+        out.print("binding removed")
+    else:
+        target = f"chat {chat_id!r}" if chat_id is not None else f"character {character!r}"
+        out.print(f"{escape(target)} has no profile of its own: nothing changed")
