@@ -175,7 +175,8 @@ def test_a_recalled_question_brings_the_start_of_its_answer() -> None:
     )
     (found,) = recall_pieces(chat, [(0, 1.0)], "How much did Fell owe?", COUNTER)
     assert found.text.startswith("What did Fell owe us in the end?")
-    assert found.text.endswith("That comes to four silver.")  # its first sentence only
+    # What is said, within ANSWER_TOKENS, before the gesture around it.
+    assert found.text.endswith("→ That comes to four silver. Entered it.")
     assert " → " in found.text
     assert "#0-1" in found.source
     # Not when the answer is in the prompt already, nor for a match that asks nothing.
@@ -194,6 +195,28 @@ def test_a_recalled_question_brings_the_start_of_its_answer() -> None:
     assert "→" not in plain.text
 
 
+def test_the_answer_to_a_recalled_question_is_what_is_said_not_the_gesture() -> None:
+    chat = chat_of(
+        message("What's the password for the smugglers' cellar?", user=True, hidden=True),
+        message("*She leans in and whispers.* The password is 'marigold thunder'.", hidden=True),
+        message("Orrin? He owes me eleven silver.", hidden=True),
+        message("Thanks.", user=True, hidden=True),
+        message("*counts it out slowly*", hidden=True),
+    )
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What's the smugglers' password again?", COUNTER)
+    assert found.text.endswith("→ The password is 'marigold thunder'.")
+    # A word with a question mark asks nothing: its message comes alone.
+    (alone,) = recall_pieces(chat, [(2, 1.0)], "How much silver does Orrin owe?", COUNTER)
+    assert alone.text == "Orrin? He owes me eleven silver."
+    # All gesture: the gesture is the answer.
+    asked = chat_of(
+        message("How much did you pay for the boat?", user=True, hidden=True),
+        message("*counts out nine crowns on the table*", hidden=True),
+    )
+    (paid,) = recall_pieces(asked, [(0, 1.0)], "How much was the boat?", COUNTER)
+    assert paid.text.endswith("→ counts out nine crowns on the table")
+
+
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
     chat = chat_of(message("They talked for a while.", hidden=True))
     set_data(chat.messages[0], "memory", "Mira made Tomas quartermaster.")
@@ -204,15 +227,22 @@ def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
 
 
 def test_a_visible_break_gives_its_scene_recap() -> None:
-    chat = chat_of(message("They left the market."), message("Next?", user=True))
-    mark_break(chat.messages[0])
-    add_recap_version(
-        chat.messages[0], "At the Glass Market they sold the kestrel.", scene_hash="h"
+    chat = chat_of(
+        message("At the market.", hidden=True),
+        message("They left the market."),
+        message("Next?", user=True),
     )
-    (found,) = recall_pieces(chat, [(0, 1.0)], "What happened to the kestrel?", COUNTER)
+    mark_break(chat.messages[1])
+    add_recap_version(
+        chat.messages[1], "At the Glass Market they sold the kestrel.", scene_hash="h"
+    )
+    (found,) = recall_pieces(chat, [(1, 1.0)], "What happened to the kestrel?", COUNTER)
     assert found.kind == "scene"
     assert found.text == "At the Glass Market they sold the kestrel."
     assert found.source == "scene 1 · scene recap"
+    # A scene wholly in the prompt (none of its messages hidden) needs no recap of it.
+    chat.messages[0]["is_system"] = False
+    assert recall_pieces(chat, [(1, 1.0)], "What happened to the kestrel?", COUNTER) == []
 
 
 def test_a_hit_that_holds_no_asked_word_is_left_out() -> None:

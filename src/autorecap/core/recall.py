@@ -35,6 +35,8 @@ RECALL_KEY = "auto_recap_memory_recall"
 PIECE_TOKENS = 120
 """The longest piece: a long message is cut to its sentences that match the query."""
 ANSWER_TOKENS = 40
+QUESTION_WORDS = 3
+"""The fewest words of a question whose answer is taken along ("Orrin?" asks nothing)."""
 """The longest answer taken from the message after a recalled question (`_answer_after`)."""
 ANSWER_BOOST = 1.5
 """A piece whose matching sentences hold the kind of answer the question wants (a number for
@@ -47,6 +49,8 @@ REPEAT_SHARE = 0.8
 _WORD = re.compile(r"[^\W_]+(?:[-'’.:/][^\W_]+)*")
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _MARKUP = re.compile(r"[*_~`]+")
+_ACTION = re.compile(r"\*[^*]*\*")
+"""A gesture between asterisks ("*She leans in and whispers.*")."""
 _TOKEN = re.compile(r"[^\W_]+")
 _POSSESSIVE = re.compile(r"['’]s$")
 _ASKING = frozenset(
@@ -154,6 +158,8 @@ def recall_pieces(
         for kind, text in _texts(message):
             if kind != "scene" and not _hidden(message):
                 continue  # the message is in the prompt already
+            if kind == "scene" and not _scene_hidden(messages, ends, index):
+                continue  # its scene's messages are in the prompt already
             if not asked & _words(text):
                 continue
             words = _words(text)
@@ -176,6 +182,14 @@ def recall_pieces(
             break
     pieces.sort(key=lambda p: -p.score)
     return pieces
+
+
+def _scene_hidden(messages: Sequence[Message], ends: Sequence[int], index: int) -> bool:
+    """Whether the scene that ends at `index` has hidden messages (auto-hide hides a scene
+    from its start): a scene wholly in the prompt needs no recap of it."""
+    at = bisect.bisect_left(ends, index)
+    start = ends[at - 1] + 1 if at > 0 else 0
+    return _hidden(messages[min(start, index)])
 
 
 def recall_text(
@@ -347,22 +361,33 @@ def _answer_after(
 ) -> str:
     """When the matched part of a message asks a question about what is asked now ("What did
     Fell owe us?"), the start of the next message, which answers it ("That comes to four
-    silver and six pence"), though it shares no word with the query: its first sentence that
-    holds the kind of answer wanted, else its first, within `ANSWER_TOKENS`. "" otherwise, and
-    when the next message is in the prompt or by the same speaker."""
-    asks = any(s.rstrip().endswith("?") and asked & _words(s) for s in _SENTENCE.split(excerpt))
+    silver and six pence"), though it shares no word with the query: from its first sentence
+    that holds the kind of answer wanted, else from its first, as many as fit `ANSWER_TOKENS`;
+    spoken sentences before gestures ("*She leans in.* The password is..."). "" otherwise, and
+    when the next message is in the prompt."""
+    asks = any(
+        s.rstrip().endswith("?") and len(s.split()) >= QUESTION_WORDS and asked & _words(s)
+        for s in _SENTENCE.split(excerpt)
+    )
     if not asks or not _hidden(following):
         return ""
-    plain = " ".join(_MARKUP.sub("", _text(following)).split())
-    sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
+    raw = _text(following)
+    spoken = " ".join(_ACTION.sub(" ", raw).split())
+    plain = spoken if _WORD.search(spoken) else " ".join(_MARKUP.sub("", raw).split())
+    sentences = [s for s in _SENTENCE.split(_MARKUP.sub("", plain)) if s.strip()]
     if not sentences:
         return ""
-    chosen = next(
-        (s for s in sentences[:3] if wanted and _holds_answer(s, wanted, asked)), sentences[0]
+    first = next(
+        (i for i, s in enumerate(sentences[:3]) if wanted and _holds_answer(s, wanted, asked)), 0
     )
-    if counter.count(chosen) <= ANSWER_TOKENS:
-        return chosen
-    return _around(chosen, frozenset(), counter, ANSWER_TOKENS)  # its start
+    taken: list[str] = []
+    for sentence in sentences[first:]:
+        if counter.count(" ".join([*taken, sentence])) > ANSWER_TOKENS:
+            break
+        taken.append(sentence)
+    if taken:
+        return " ".join(taken)
+    return _around(sentences[first], frozenset(), counter, ANSWER_TOKENS)  # its start
 
 
 def _around(
