@@ -466,6 +466,9 @@ def test_inject_query_recalls_a_hidden_message_and_says_so(
     assert re.search(r"recalled: \[scene \d+ · #\d+ · ", err)
     assert recapped_sample.read_bytes() == before  # inject never writes
 
+    code, _, err = run(capsys, "inject", str(recapped_sample), "--query", " ")
+    assert code == 1
+    assert "--query is empty: give the text recall looks for" in err
     code, out, err = run(capsys, "inject", str(recapped_sample))  # the tier is off by default
     assert code == 0, err
     assert "Earlier in this chat" not in out

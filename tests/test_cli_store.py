@@ -166,3 +166,22 @@ def test_a_chat_file_runs_with_the_profile_bound_to_its_path_or_its_character(
     assert code == 0
     assert "profile 'Default'" in out
     assert "not taken into account" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("remember", "nell", "2"),
+        ("inject", "nell"),
+        ("scenes", "nell"),
+        ("settings", "--chat", "x"),
+    ],
+)
+def test_a_mistyped_db_makes_no_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    missing = tmp_path / "nope" / "x.db"
+    code, _, err = run(capsys, *command, "--db", str(missing))
+    assert code == 1
+    assert f"no database at '{missing}': check --db" in err
+    assert not missing.parent.exists()

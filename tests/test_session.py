@@ -805,3 +805,11 @@ def test_a_message_text_must_be_a_string(tmp_path: Path, text: Any) -> None:
         with pytest.raises(SessionError, match="a message's text is a string"):
             act(text)
     assert [m.text for m in session.chat.messages] == ["hi"]
+
+
+def test_recall_of_an_empty_text_is_an_error_that_says_what_to_pass() -> None:
+    session = Session(Chat([{"name": "Ann", "is_user": True, "mes": "hi"}], chat_id="c"))
+    for blank in ("", " \n"):
+        with pytest.raises(SessionError, match="the text is empty; pass None"):
+            session.recall(blank)
+    assert session.recall(None) == []  # the newest message: nothing hidden to recall yet

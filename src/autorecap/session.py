@@ -325,6 +325,8 @@ class Session:
         """What the recall tier brings back for `text` (default: the newest user message and
         the reply before it), best first, whether or not the tier is on."""
         self._usable()
+        if text is not None and not _text_of(text).strip():
+            raise SessionError("recall(text): the text is empty; pass None for the newest message")
         with self._lock:
             _, pieces = self.search.recall(self.settings, self.counter, text)
             return pieces

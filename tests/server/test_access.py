@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -551,8 +552,11 @@ def run_serve(
 
     served: list[Any] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
+    with socket.socket() as probe:  # a port free now: serve checks it can listen there
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
     try:
-        main(["serve", "--upstream", "http://127.0.0.1:9/v1", *args])
+        main(["serve", "--upstream", "http://127.0.0.1:9/v1", "--port", port, *args])
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
@@ -588,6 +592,24 @@ def test_serve_without_keys_says_access_control_is_off(
     )
     assert code == 0, err
     assert "anyone who can reach" in " ".join(err.split())
+
+
+def test_serve_on_a_port_in_use_says_so_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, err, app = run_serve(
+            capsys, monkeypatch, "--db", str(tmp_path / "x.db"), "--port", port
+        )
+    assert code == 1
+    assert app is None
+    assert f"port {port} on 127.0.0.1 is in use" in err
+    assert "pick another port with --port" in err
+    assert "autorecap proxy on" not in err  # no banner for a server that never started
+    assert not (tmp_path / "x.db").exists()
 
 
 @pytest.mark.parametrize(

@@ -526,6 +526,9 @@ def test_preview_without_a_query_recalls_only_with_the_tier_on(client: TestClien
     assert on["recall"]["query"]  # the newest user message, and the reply before it
     keys = [i["key"] for i in on["injections"]]
     assert (RECALL_KEY in keys) == bool(on["recall"]["pieces"])
+    for blank in ("", "  "):  # a query given blank is a mistake, not the default
+        message = error_of(client.get(url(CHAT, "/preview"), params={"query": blank}), 422)
+        assert "the query is empty" in message
 
 
 def test_preview_follows_the_context_size(client: TestClient) -> None:

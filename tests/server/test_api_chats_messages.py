@@ -163,6 +163,8 @@ def test_message_patches_are_validated(client: TestClient) -> None:
     error_of(client.patch(path, json={"recap": 5}), 422, "recap")
     error_of(client.patch(path, json={"recap": None}), 422, "recap")
     error_of(client.patch(path, json={"exclude": "sometimes"}), 422, "exclude")
+    for loose in ("yes", 1, "true"):  # a boolean is true or false, as docs/API.md says
+        error_of(client.patch(path, json={"remember": loose}), 422, "remember")
     error_of(client.patch(path, json={"memory": "x"}), 422, "memory")
     error_of(client.patch(path, json=[1, 2]), 422)
     message = client.get(path).json()

@@ -36,9 +36,16 @@ err = Console(stderr=True, highlight=False)
 _OPENED: list[ChatStore] = []
 
 
-def command_store(db: str | None) -> ChatStore:
+def command_store(db: str | None, *, existing: bool = False) -> ChatStore:
     """The store `--db` names (`open_store`), closed when the command ends (`main` calls
-    `close_command_stores`: a PostgreSQL store holds connections and a listening thread)."""
+    `close_command_stores`: a PostgreSQL store holds connections and a listening thread).
+    `existing`: a command on stored chats, which makes no new SQLite file (a mistyped --db)."""
+    where = store_location(db)
+    if existing and isinstance(where, Path) and not where.exists():
+        raise AutorecapError(
+            f"no database at {str(where)!r}: check --db (`autorecap import FILE --db {where}` "
+            "makes one)"
+        )
     store = open_store(db)
     _OPENED.append(store)
     return store

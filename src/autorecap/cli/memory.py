@@ -88,7 +88,12 @@ def inject(
     Runs refresh_memory() on a copy in memory: nothing is written. The prompt goes to stdout;
     token counts, which messages were hidden or left out, and what was recalled go to stderr.
     """
-    store = command_store(db) if db is not None else None
+    if query is not None and not query.strip():
+        raise AutorecapError(
+            "--query is empty: give the text recall looks for, or leave --query out to use "
+            "the newest user message"
+        )
+    store = command_store(db, existing=True) if db is not None else None
     loaded, _ = load_target(chat, store=store, lenient=lenient)
     settings = _settings_with_overrides(
         command_profiles(db, store), loaded.id, character_key_of(loaded), overrides or []
@@ -146,6 +151,11 @@ def inject(
     )
     if settings.recall_enabled:
         recalled = ", ".join(f"[{p.source}]" for p in session.last_recall) or "nothing"
+        if not session.last_recall and not result.hidden:
+            recalled += (
+                " (recall looks in what the prompt no longer shows: no message is hidden yet; "
+                f"`autorecap recap {chat}` recaps the chat and hides its older scenes)"
+            )
         err.print(f"recalled: {escape(recalled)}", soft_wrap=True)
     if result.hidden:
         err.print(f"hidden: {_ranges(result.hidden)}", soft_wrap=True)
@@ -173,7 +183,7 @@ def _ranges(indexes: list[int]) -> str:
 def refresh(chat: _CHAT_ARG, db: DbOption = None, lenient: LenientOption = False) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     with Session(
         chat,
         store=store,
@@ -213,7 +223,7 @@ def versions(
     """List the running recap's versions; select one, or add an edited one."""
     if select is not None and edit is not None:
         raise AutorecapError("use --select or --edit, not both")
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     # Check everything first, on a read-only copy: a command that fails writes nothing.
     loaded, _ = load_target(chat, store=store, lenient=lenient)
     probe = Session(

@@ -97,7 +97,7 @@ def recap(
 ) -> None:
     """Recap a chat: message recaps, scene breaks, scene recaps and the running recap, written
     back in SillyTavern's format (in place, or to --output)."""
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     stamp = _stamp(loaded.path) if from_file else None
     settings = command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded))
@@ -235,7 +235,7 @@ def scenes_command(
 ) -> None:
     """List a chat's scenes, or mark, unmark, rename, hide or show the scene break at message N
     (a hidden break does not count for auto-hide)."""
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if action is SceneAction.list:
         _print_scenes(loaded)
@@ -275,7 +275,7 @@ def remember(
 ) -> None:
     """Pin message N's recap in the long-term tier ("remember this"), unpin it (--forget), or
     list the pinned messages. The tier injects them with `long_term_enabled` on."""
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if index is None:
         pinned = pinned_indexes(loaded.messages)
@@ -316,7 +316,7 @@ def combined_command(
     """The combined recap (every message recap merged into one narrative, injected with
     `combined_recap_enabled`): list its versions, select one, or make one now (with the chat's
     recap backend)."""
-    store = command_store(db) if db is not None else None
+    store = command_store(db, existing=True) if db is not None else None
     loaded, from_file = load_target(chat, store=store, lenient=lenient)
     if make:
         settings = command_profiles(db, store).settings_for(loaded.id, character_key_of(loaded))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +11,7 @@ from typing import Annotated
 import typer
 
 from autorecap.cli._app import DbOption, app, err
+from autorecap.errors import AutorecapError
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -88,6 +91,7 @@ def serve(
 
     from autorecap.server.app import ServerConfig, create_app, shown_upstream
 
+    _check_can_listen(host, port)
     application = create_app(
         ServerConfig(
             upstream=upstream,
@@ -132,3 +136,26 @@ def serve(
                 "this address can read and change every chat"
             )
     uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Fail before anything starts, with what to do, when the address cannot be listened on
+    (uvicorn would say so only after the banner, as a bare OS error)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        raise AutorecapError(f"cannot listen on {host!r} ({error}): check --host") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise AutorecapError(
+                    f"port {port} on {host} is in use (another server is listening there): "
+                    "stop it, or pick another port with --port"
+                ) from None
+            raise AutorecapError(
+                f"cannot listen on {host}:{port} ({error.strerror}): check --host and --port"
+            ) from None

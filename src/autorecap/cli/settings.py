@@ -58,7 +58,7 @@ def settings_list(
         return
     if chat:
         # Bound by its id or by its character, as the chat is opened: read it for both.
-        store = command_store(db) if db is not None else None
+        store = command_store(db, existing=True) if db is not None else None
         chat_id, character = target_chat_id(chat), None
         try:
             loaded, _ = load_target(chat, store=store, lenient=True)

@@ -351,7 +351,7 @@ def get_message(chat: str, index: int, scope: Owner, registry: Registry) -> dict
 class MessagePatch(BaseModel):
     """Any of: a recap written by hand, whether the message is left out of memory."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "yes" or 1 is no boolean
     recap: str = Field("", description="The recap, as the user wrote it (kept: `edited`).")
     exclude: bool = Field(False, description="Leave the message out of memory.")
     remember: bool = Field(

@@ -15,7 +15,7 @@ from autorecap.core.prompt import HistoryItem, assemble_chat, assemble_text, his
 from autorecap.core.recall import query_text, set_recall_slot
 from autorecap.core.slots import Position, Role
 from autorecap.server.api.dependencies import Owner, Registry
-from autorecap.server.api.errors import NotFoundError
+from autorecap.server.api.errors import InvalidValueError, NotFoundError
 from autorecap.server.api.views import open_chat
 from autorecap.session import Session
 
@@ -48,7 +48,7 @@ def get_memory_switch(chat: str, scope: Owner, registry: Registry) -> dict[str, 
 class MemorySwitch(BaseModel):
     """The chat's own switch; null removes it (the chat follows the default)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     chat: bool | None
 
 
@@ -88,11 +88,16 @@ def preview(
     """What would go upstream for this chat now, after a refresh, with its settings (the
     history and the memory; the client's own system prompt is not known here), and what the
     recall tier brought back, with each piece's score and source."""
+    if query is not None and not query.strip():
+        raise InvalidValueError(
+            "the query is empty: give the text recall looks for, or leave query out to use "
+            "the newest user message"
+        )
     with open_chat(scope, registry, chat) as session:
         session.reload_settings()  # refreshes too
         session.recall_into_slot()  # the server's refreshes do not search
         pieces = session.last_recall
-        if query is not None and query.strip():
+        if query is not None:
             text, pieces = session.search.recall(session.settings, session.counter, query)
             set_recall_slot(session.slots, text if session.enabled else "", session.settings)
         loaded = session.chat
@@ -217,7 +222,7 @@ def get_combined(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
 class CombinedPatch(BaseModel):
     """The combined recap version to inject."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     selected: int
 
 

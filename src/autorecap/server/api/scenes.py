@@ -51,7 +51,7 @@ def list_scenes(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
 class SceneMark(BaseModel):
     """Where a scene ends, and optionally its name."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     index: int = Field(description="The scene's last message.")
     name: str | None = Field(None, description="The scene's name.")
 
@@ -78,7 +78,7 @@ class ScenePatch(BaseModel):
     """Any of: a name, the recap version to use, a recap written by hand, whether the break
     is shown."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field("", description="The scene's name.")
     visible: bool = Field(
         True,
@@ -171,7 +171,7 @@ def get_running(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
 class RunningPatch(BaseModel):
     """One of: the version to inject, or an edited text (saved as a new version)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     selected: int = Field(0, description="Inject this version from now on.")
     content: str = Field("", description="The recap's new text: a new version, injected.")
 

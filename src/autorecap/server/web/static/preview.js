@@ -184,7 +184,12 @@ export class PreviewPanel {
   recalled(recall) {
     if (!recall) return null;
     const pieces = recall.pieces || [];
-    const state = recall.enabled ? "Recall is on" : "Recall is off (shown for the query above)";
+    const typed = this.query.value.trim();
+    const state = recall.enabled
+      ? "Recall is on"
+      : typed
+        ? "Recall is off (shown for the query above)"
+        : "Recall is off";
     return h(
       "section",
       { class: "recall", id: "preview-recall", "aria-label": "Recalled" },
