@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from autorecap.core.data import get_data
 from autorecap.core.model import Chat
 from autorecap.core.tokens import TokenCounter
-from autorecap.recap.backend import RecapRequest
+from autorecap.recap.backend import CombineRequest, RecapRequest
 from autorecap.recap.messages import build_request, recap_all
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
@@ -283,3 +283,18 @@ def test_an_action_between_asterisks_is_a_sentence_of_its_own() -> None:
     memory = recap(text, name="Nadia")
     assert "Hobbs & Carrow" in memory
     assert "bad light" not in memory
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("The docks", "- [The docks] They sold the kestrel."),  # the user's name for it
+        ("Scene 2: Tuesday", "- They sold the kestrel."),  # a word said in passing
+        ("Scene 4 (120-141)", "- They sold the kestrel."),
+        ("", "- They sold the kestrel."),
+    ],
+)
+def test_a_running_recap_line_is_headed_only_by_a_name_the_user_gave(name: str, line: str) -> None:
+    assert CombineRequest("", "They sold the kestrel.", name).line == line
+    dated = CombineRequest("", "[4 May] They sold the kestrel.", name).line
+    assert dated == "- [4 May] They sold the kestrel."

@@ -10,7 +10,9 @@ from datetime import date
 
 from autorecap.errors import AutorecapError
 
-_NUMBERED_SCENE = re.compile(r"^Scene \d+(?: \(\d+-\d+\))?$")
+_AUTOMATIC_NAME = re.compile(r"^Scene \d+(?: \(\d+-\d+\)|: .*)?$")
+"""A scene name the detection gave ("Scene 4", "Scene 4: Tuesday", its word said most), not
+the user: no day or place to head a recap line with."""
 
 
 class LLMError(AutorecapError):
@@ -87,11 +89,12 @@ class CombineRequest:
     @property
     def line(self) -> str:
         """The new scene's line: "- " and its recap, with the scene's name in brackets
-        before it when the recap does not open with its day or place ("[...]") and the name
-        is more than a number ("Scene 4 (120-141)")."""
+        before it when the recap does not open with its day or place ("[...]") and the user
+        named the scene (an automatic name, "Scene 4: Tuesday", would put a word said in
+        passing where a day or place goes)."""
         recap = " ".join(self.scene_recap.split())
         name = self.scene_name.strip()
-        if not recap.startswith("[") and name and not _NUMBERED_SCENE.match(name):
+        if not recap.startswith("[") and name and not _AUTOMATIC_NAME.match(name):
             recap = f"[{name}] {recap}"
         return f"- {recap}".rstrip()
 
