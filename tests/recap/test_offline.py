@@ -11,6 +11,7 @@ from autorecap.core.data import get_data
 from autorecap.core.model import Chat
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.backend import CombineRequest, RecapRequest
+from autorecap.recap.detection import scene_title
 from autorecap.recap.messages import build_request, recap_all
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
@@ -298,3 +299,15 @@ def test_a_running_recap_line_is_headed_only_by_a_name_the_user_gave(name: str, 
     assert CombineRequest("", "They sold the kestrel.", name).line == line
     dated = CombineRequest("", "[4 May] They sold the kestrel.", name).line
     assert dated == "- [4 May] They sold the kestrel."
+
+
+def test_a_scene_is_named_for_what_it_is_about_not_a_day_or_a_quoted_word() -> None:
+    said = [
+        {"name": "Mae", "is_user": False, "mes": "I've done worse on a Tuesday. *Keep walking.*"},
+        {"name": "Rook", "is_user": True, "mes": 'She whispers "Keep your voice down" to me.'},
+        {"name": "Mae", "is_user": False, "mes": "We meet at the Copper Kettle tonight."},
+        {"name": "Rook", "is_user": True, "mes": "Fine, the Copper Kettle it is, on Tuesday."},
+        {"name": "Mae", "is_user": False, "mes": 'Worse than a Tuesday. "Keep up," she says.'},
+    ]
+    chat = Chat(said, chat_id="c")
+    assert scene_title(chat.messages, 3) == "Scene 4: Copper Kettle"

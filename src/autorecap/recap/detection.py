@@ -55,6 +55,11 @@ _COMMON = frozenset(
         "Oh",
     }
 )
+_OPENERS = re.compile(r"\*+|(?<!\w)[\"“«]")
+_CALENDAR = re.compile(
+    r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|January|February|March|"
+    r"April|May|June|July|August|September|October|November|December)$"
+)
 _WINDOW = 60
 _SCORE_CONTEXT = 50
 """Messages before the scanned range that the scorer sees (its window, and typical pauses)."""
@@ -229,7 +234,8 @@ def scene_title(messages: list[Message], number: int) -> str:
     speakers = {name for name, _ in said} | {w for name, _ in said for w in name.split()}
     counts: Counter[str] = Counter()
     for _name, text in said:
-        for sentence in _SENTENCE_SPLIT.split(text.replace("*", "")):
+        # A gesture between asterisks and a quotation open sentences of their own.
+        for sentence in _SENTENCE_SPLIT.split(_OPENERS.sub(". ", text)):
             for match in _CAPITALISED.finditer(sentence):
                 phrase = match.group(0)
                 if match.start() == len(sentence) - len(sentence.lstrip(" \"'“(")):
@@ -237,6 +243,8 @@ def scene_title(messages: list[Message], number: int) -> str:
                 words = phrase.split()
                 if phrase in speakers or words[0] in speakers or words[0] in _COMMON:
                     continue
+                if _CALENDAR.match(words[0]):
+                    continue  # "on a Tuesday" names no scene
                 counts[phrase] += 1
     if counts:
         place, _ = max(counts.items(), key=lambda item: (item[1], len(item[0])))
