@@ -4,13 +4,14 @@ no other line says."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.offline.engine import OfflineBackend, recurring_words
 from autorecap.recap.offline.select import Piece, choose, number_value, parse, render
-from autorecap.recap.offline.text import SHORTEST_CLAUSE, clauses
+from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clauses
 
 COUNTER = TokenCounter("cl100k")
 
@@ -115,3 +116,19 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
     ):
         pieces = [Piece(i, "Nadia", text) for i, text in enumerate(said)]
         assert [p.text for p in choose(pieces, 9, COUNTER)] == ["Chrysanthemum."]
+
+
+@pytest.mark.parametrize(
+    ("said", "recap"),
+    [
+        ("I give you the key.", "Give Tobin the key."),
+        ("You're late, and your boots are wet.", "Tobin is late, and Tobin's boots are wet."),
+        (
+            "By noon the two of you are shouldering through the market.",
+            "By noon the two of them are shouldering through the market.",
+        ),
+        ("All of you should listen, you too.", "All of them should listen, Tobin too."),
+    ],
+)
+def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:
+    assert about(said, "Tobin") == recap

@@ -197,8 +197,17 @@ def about(sentence: str, other: str | None) -> str:
     return text[:1].upper() + text[1:] if text else ""
 
 
+_SHARE_OF = re.compile(
+    r"\b(?:two|three|four|both|all|each|either|neither|any|none|some|most|one|rest) of $",
+    re.IGNORECASE,
+)
+"""Before "you", a share of the people spoken to ("the two of you"): not the one named."""
+
+
 def _named(match: re.Match[str], other: str) -> str:
     pronoun, verb = match.group(1).lower(), match.group(2)
+    if pronoun == "you" and _SHARE_OF.search(match.string, 0, match.start()):
+        return f"them {verb}" if verb else "them"
     named = _SECOND_FORMS.get(pronoun, "{}").format(other)
     if verb is None:
         return named
