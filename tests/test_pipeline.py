@@ -211,12 +211,13 @@ def plain_chat(n: int, chat_id: str = "plain") -> Chat:
 
 
 def recap_text(k: int) -> str:
-    """A three-sentence scene recap (about 55 tokens) with facts unique to scene `k`."""
+    """A three-sentence scene recap (about 55 tokens) with facts unique to scene `k` (a
+    sentence an earlier line says word for word is left out of a new line)."""
     return (
         f"Mira paid Osric Hesk {100 + k} crowns at Berth {k}. "
-        "The Kestrel lifted for Aster Hollow with Tomas aboard and the chart hidden in the "
+        f"The Kestrel lifted for Aster Hollow with Tomas aboard and chart {k} hidden in the "
         "flour barrel. "
-        "Rook Danner's Grey Widow followed them past the Cinder Line at dusk."
+        f"Rook Danner's Grey Widow followed them past the Cinder Line at dusk on day {k}."
     )
 
 

@@ -311,3 +311,20 @@ def test_a_scene_is_named_for_what_it_is_about_not_a_day_or_a_quoted_word() -> N
     ]
     chat = Chat(said, chat_id="c")
     assert scene_title(chat.messages, 3) == "Scene 4: Copper Kettle"
+
+
+def test_a_running_recap_line_leaves_out_what_earlier_lines_say_word_for_word() -> None:
+    before = (
+        "- [4 March] Hale: Don't like coincidences at all. We go now.\n"
+        "- Nell: That is three lies in ten minutes."
+    )
+    scene = (
+        "[5 March] Hale: Don't like coincidences at all. The safe code is 3309. "
+        "Nell: That is three lies in ten minutes. Hale: Fine. Nell: We go now."
+    )
+    line = CombineRequest(before, scene, "").line
+    # The speaker of a sentence kept keeps their label; a short sentence may be new.
+    assert line == "- [5 March] Hale: The safe code is 3309. Fine. Nell: We go now."
+    # A scene that says only what was said keeps its line whole (never an empty one).
+    again = "Hale: Don't like coincidences at all."
+    assert CombineRequest(before, again, "").line == f"- {again}"

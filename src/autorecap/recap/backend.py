@@ -92,11 +92,56 @@ class CombineRequest:
         before it when the recap does not open with its day or place ("[...]") and the user
         named the scene (an automatic name, "Scene 4: Tuesday", would put a word said in
         passing where a day or place goes)."""
-        recap = " ".join(self.scene_recap.split())
+        recap = _without_repeats(" ".join(self.scene_recap.split()), self.previous)
         name = self.scene_name.strip()
         if not recap.startswith("[") and name and not _AUTOMATIC_NAME.match(name):
             recap = f"[{name}] {recap}"
         return f"- {recap}".rstrip()
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+_LABEL = re.compile(r"^((?:\[[^\]]*\]\s*)?(?:[A-Z][\w.'’-]*\s){0,3}[A-Z][\w.'’-]*:\s)(.*)$")
+"""A sentence's head: the line's "[day · place]" and a speaker's "Name: "."""
+REPEAT_WORDS = 4
+"""The fewest words of a sentence left out for being said already (a short one may be new)."""
+
+
+def _without_repeats(recap: str, previous: str) -> str:
+    """The recap without the sentences the running recap says word for word already (a
+    character's catchphrase, scene after scene); a speaker's label or the line's header goes
+    to the next sentence kept."""
+    if not previous:
+        return recap
+    sentences = [
+        s for line in previous.splitlines() for s in _SENTENCE_END.split(line.removeprefix("- "))
+    ]
+    said = {_plain(s) for s in sentences}
+    said |= {_plain(m.group(2)) for s in sentences if (m := _LABEL.match(s))}
+    kept: list[str] = []
+    head = ""
+    speaking = ""
+    for sentence in _SENTENCE_END.split(recap):
+        match = _LABEL.match(sentence)
+        label, body = (match.group(1), match.group(2)) if match else ("", sentence)
+        if len(body.split()) >= REPEAT_WORDS and _plain(body) in said:
+            head = label or head
+            continue
+        if head and not label:
+            label, sentence = head, head + sentence
+        elif head.startswith("[") and not label.startswith("["):
+            label = head.split("]", 1)[0] + "] " + label
+            sentence = label + body
+        head = ""
+        name = label.rsplit("]", 1)[-1].strip()
+        if name and name == speaking and not label.startswith("["):
+            sentence = body  # the one speaking already: no label again
+        speaking = name or speaking
+        kept.append(sentence)
+    return " ".join(kept) if kept else recap
+
+
+def _plain(sentence: str) -> str:
+    return " ".join(re.findall(r"\w+", sentence.lower()))
 
 
 @dataclass(frozen=True)
