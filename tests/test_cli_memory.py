@@ -92,13 +92,15 @@ def test_inject_every_chat_both_formats_and_never_writes(
     assert summary is not None, err
     assert summary.group(1) == path.stem
     assert re.search(r"^memory (on|off); injected: ", err, re.MULTILINE)
-    main = next(m["content"] for m in messages if m["content"].startswith("You are "))
+    main = next(m["content"] for m in messages if m["content"].startswith("You "))
     character = re.match(r"You are (.+?) in an ongoing roleplay with ", main)
-    assert character is not None
+    assert character is not None or main.startswith("You play ")  # a group: its cast
 
     code, out, err = run(capsys, "inject", "--format", "text", str(path))
     assert code == 0, err
-    assert out.endswith(f"\n{character.group(1)}:\n")
+    # The text prompt ends with the name of the one asked to reply (a group: who spoke last).
+    asked = re.escape(character.group(1)) if character else "[^:\n]+"
+    assert re.search(rf"\n{asked}:\n$", out)
     assert SUMMARY.match(err.splitlines()[0])
 
     assert path.read_bytes() == before
@@ -207,6 +209,28 @@ def test_inject_text_group_chat_names_each_line_once(
         "The wind carries the smell of smoke from the east.\n"
         "Juno:"
     )
+
+
+def test_inject_a_chat_of_several_characters_as_a_group_without_its_marks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A chat written elsewhere: several characters speak, but its messages carry no
+    # `original_avatar` and it is not under "group chats/". It is still a group.
+    lines = (FIXTURES / "handmade" / "group.jsonl").read_text(encoding="utf-8").splitlines()
+    plain = [lines[0]]
+    for line in lines[1:]:
+        message = json.loads(line)
+        message.pop("original_avatar", None)
+        plain.append(json.dumps(message))
+    path = tmp_path / "elsewhere.jsonl"
+    path.write_text("\n".join(plain) + "\n", encoding="utf-8")
+    messages = inject_messages(capsys, str(path))
+    assert messages[0]["content"].startswith("You play Juno and Bram in an ongoing group")
+    assert messages[1] == {
+        "role": "assistant",
+        "content": "Juno: The caravan halts at the dry well.",
+    }
+    assert messages[2]["content"].startswith("Bram: Dry?")
 
 
 # --- toggle --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from autorecap.server.api import chats as api_chats
 from autorecap.server.app import ServerConfig, create_app
 from autorecap.stfiles.jsonl import serialize_chat
 from autorecap.testing import generate_chat
+from tests.conftest import FIXTURES
 
 UPSTREAM = "http://127.0.0.1:9/v1"
 CHAT = "Captain Mira - 2026-03-02@18h11m40s"
@@ -110,6 +111,13 @@ def error_of(response: httpx.Response, status: int, field: str | None = None) ->
 
 def test_a_new_server_lists_no_chats(client: TestClient) -> None:
     assert client.get("/api/chats").json() == {"chats": []}
+
+
+def test_a_group_chat_is_summarised_with_its_cast(client: TestClient) -> None:
+    group = (FIXTURES / "handmade" / "group.jsonl").read_bytes()
+    summary = import_chat(client, group, "caravan")["chat"]
+    assert summary["character"] == "Juno, Bram"  # not whoever spoke last
+    assert client.get("/api/chats").json()["chats"][0]["character"] == "Juno, Bram"
 
 
 def test_import_stores_the_chat_and_summarises_it(client: TestClient, db: Path) -> None:

@@ -25,7 +25,7 @@ from autorecap.cli._app import (
     read_text_file,
 )
 from autorecap.core import running
-from autorecap.core.names import character_key_of, character_name_of, user_name_of
+from autorecap.core.names import cast_of, character_key_of, character_name_of, user_name_of
 from autorecap.core.prompt import assemble_chat, assemble_text, history_from_chat
 from autorecap.core.recall import set_recall_slot
 from autorecap.errors import AutorecapError
@@ -37,6 +37,16 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are {{char}} in an ongoing roleplay with {{user}}. Stay in character, keep to what has "
     "happened so far, and write {{char}}'s next reply."
 )
+
+DEFAULT_GROUP_PROMPT = (
+    "You play {{cast}} in an ongoing group roleplay with {{user}}. Stay in character, keep to "
+    "what has happened so far, and write the next reply of the one who speaks next."
+)
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
 
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
 
@@ -105,13 +115,20 @@ def inject(
         text, session.last_recall = session.search.recall(settings, session.counter, query)
         set_recall_slot(session.slots, text, settings)
     user, char = user_name_of(loaded), character_name_of(loaded)
+    cast = cast_of(loaded)
+    group = loaded.is_group or len(cast) > 1
+    if system is not None:
+        main_prompt = read_text_file(system, "the system prompt")
+    else:
+        main_prompt = DEFAULT_GROUP_PROMPT if group else DEFAULT_SYSTEM_PROMPT
     main_prompt = (
-        read_text_file(system, "the system prompt") if system is not None else DEFAULT_SYSTEM_PROMPT
+        main_prompt.replace("{{cast}}", _listed(cast))
+        .replace("{{char}}", char)
+        .replace("{{user}}", user)
     )
-    main_prompt = main_prompt.replace("{{char}}", char).replace("{{user}}", user)
     # Group chats name the speaker inside the content for chat completion; text lines carry
     # the name already.
-    history = history_from_chat(loaded.messages, group=loaded.is_group and fmt is Format.messages)
+    history = history_from_chat(loaded.messages, group=group and fmt is Format.messages)
     if fmt is Format.messages:
         result = assemble_chat(
             main_prompt,

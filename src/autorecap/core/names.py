@@ -33,6 +33,17 @@ def character_name_of(chat: Chat) -> str:
     return name if name and name != "unused" else "Assistant"
 
 
+def cast_of(chat: Chat) -> list[str]:
+    """The characters who speak in a chat (not the user, the narrator or a nameless
+    "Assistant"), in the order they first speak: more than one in a group chat."""
+    seen: dict[str, None] = {}
+    for message in chat.messages:
+        name = message.name
+        if name and not message.is_user and not message.is_narrator and name != "Assistant":
+            seen.setdefault(name, None)
+    return list(seen)
+
+
 def character_key_of(chat: Chat) -> str | None:
     """The key profiles are bound to: the first character's avatar (group) or name."""
     for message in chat.messages:

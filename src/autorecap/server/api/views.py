@@ -13,7 +13,7 @@ from autorecap.core import running
 from autorecap.core.autohide import MARK
 from autorecap.core.data import INCLUDED, get_data, get_memory
 from autorecap.core.model import Chat, Message
-from autorecap.core.names import character_key_of, character_name_of, user_name_of
+from autorecap.core.names import cast_of, character_key_of, character_name_of, user_name_of
 from autorecap.core.pins import is_pinned
 from autorecap.core.scenes import (
     BREAK_CAUSES,
@@ -97,9 +97,10 @@ class ChatFacts:
 
 
 def chat_facts(chat: Chat) -> ChatFacts:
+    cast = cast_of(chat)
     return ChatFacts(
         len(chat.messages),
-        character_name_of(chat),
+        ", ".join(cast) if len(cast) > 1 else character_name_of(chat),  # a group: its cast
         user_name_of(chat),
         character_key_of(chat),
         len(running.versions(chat)),
