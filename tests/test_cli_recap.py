@@ -124,6 +124,23 @@ def test_recap_a_file_in_place(capsys: pytest.CaptureFixture[str], sample: Path)
     assert sample.read_bytes() == written
 
 
+def test_recap_of_a_chat_too_short_for_a_running_recap_says_when_it_comes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "short.jsonl"
+    path.write_text(
+        '{"user_name": "Ann", "character_name": "Bo"}\n'
+        '{"name": "Ann", "is_user": true, "mes": "Hello there, Bo."}\n'
+        '{"name": "Bo", "is_user": false, "mes": "Hi Ann, the kettle is on."}\n',
+        encoding="utf-8",
+    )
+    code, _, err = run(capsys, "recap", str(path))
+    assert code == 0, err
+    assert "no running recap yet" in words(err)
+    assert "0 closed scene(s) of 2 message(s)" in words(err)
+    assert "after 60 messages at the latest (scene_max_messages)" in words(err)
+
+
 def test_recap_to_an_output_file_leaves_the_source_alone(
     capsys: pytest.CaptureFixture[str], sample: Path, tmp_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ from autorecap.store import SQLiteStore
 if TYPE_CHECKING:  # the evaluation is imported only when `eval` runs
     from autorecap.core.model import Chat
     from autorecap.evaluation.run import StyleRow
+    from autorecap.settings import Settings
     from autorecap.store.base import ChatStore
 
 _CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
@@ -189,6 +190,22 @@ def recap(
         err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
     if stats.failures:
         raise typer.Exit(1)
+    if current is None:
+        _why_no_running_recap(result, settings)
+
+
+def _why_no_running_recap(chat: Chat, settings: Settings) -> None:
+    """Say why a chat recapped without failures has no running recap yet, and when it will."""
+    closed = sum(1 for scene in scenes(chat.messages) if scene.closed)
+    waiting = settings.running_scene_recap_exclude_latest
+    err.print(
+        f"no running recap yet: it folds the closed scenes but the newest {waiting} (still in "
+        f"the prompt), and this chat has {closed} closed scene(s) of {len(chat.messages)} "
+        f"message(s); a scene closes at a scene break, or after {settings.scene_max_messages} "
+        "messages at the latest (scene_max_messages)",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _stamp(path: Path | None) -> tuple[int, int] | None:
