@@ -140,22 +140,20 @@ def serve(
 
 def _check_can_listen(host: str, port: int) -> None:
     """Fail before anything starts, with what to do, when the address cannot be listened on
-    (uvicorn would say so only after the banner, as a bare OS error)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as error:
-        raise AutorecapError(f"cannot listen on {host!r} ({error}): check --host") from None
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    (uvicorn would say so only after the banner, as a bare OS error). Bound as uvicorn binds
+    it: IPv6 for an address with a colon, else IPv4."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(address)
+            probe.bind((host, port))
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise AutorecapError(
                     f"port {port} on {host} is in use (another server is listening there): "
                     "stop it, or pick another port with --port"
                 ) from None
+            reason = error.strerror or str(error)
             raise AutorecapError(
-                f"cannot listen on {host}:{port} ({error.strerror}): check --host and --port"
+                f"cannot listen on {host}:{port} ({reason}): check --host and --port"
             ) from None
