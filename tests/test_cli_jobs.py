@@ -98,7 +98,7 @@ def test_jobs_lists_counts_and_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert out.splitlines()[0] == "4 queued, 0 running, 0 done, 0 failed, 0 cancelled"
     for message_id in ids:
-        assert f"message_recap tiny#{message_id}" in out
+        assert f"message_recap tiny (message id {message_id})" in out
     assert "detect_scenes tiny" in out
     assert out.count(" queued ") == 4
     assert out.count("0/6") == 4  # tries: none yet of max_retries + 1
@@ -131,7 +131,7 @@ def test_retry_a_failed_job(capsys: pytest.CaptureFixture[str], llm_server: LLMS
     )
     assert "2 job(s) done, 0 to retry, 1 failed" in words(out)
     assert (
-        f"failed: message_recap one#{message_id}: the LLM server answered 400 "
+        f"failed: message_recap one (message id {message_id}): the LLM server answered 400 "
         "(the prompt is too long)" in words(err)
     )
     assert len(llm_server.requests) == 1
@@ -141,7 +141,7 @@ def test_retry_a_failed_job(capsys: pytest.CaptureFixture[str], llm_server: LLMS
     code, out, _ = run(capsys, "jobs", "list", "--state", "failed")
     assert code == 0
     assert out.splitlines()[0] == "0 queued, 0 running, 2 done, 1 failed, 0 cancelled"
-    assert f"message_recap one#{message_id}" in out
+    assert f"message_recap one (message id {message_id})" in out
     assert "the LLM server answered 400" in out
     assert "running_recap" not in out
 
@@ -175,8 +175,8 @@ def test_cancel_a_queued_job(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"error: job {first.id} is already cancelled" in err
     code, out, _ = run(capsys, "jobs", "list", "--state", "cancelled")
     assert out.splitlines()[0] == "3 queued, 0 running, 0 done, 0 failed, 1 cancelled"
-    assert f"message_recap tiny#{ids[0]}" in out
-    assert f"tiny#{ids[1]}" not in out
+    assert f"message_recap tiny (message id {ids[0]})" in out
+    assert f"(message id {ids[1]})" not in out
     code, _, err = run(capsys, "worker", "--once")
     assert code == 0, err
     assert queue().get(first.id).state == "cancelled"

@@ -243,9 +243,12 @@ def test_recap_with_an_unreachable_server_fails_cleanly(
     keep errors, not recaps; the scenes the cues find (no LLM needed) are marked, with no
     recap, and no running recap is made."""
     assert run(capsys, "settings", "set", "llm_retries", "0")[0] == 0
-    code, _, err = run(capsys, "recap", str(sample), "--backend", "openai", "--base-url", dead_url)
+    code, out, err = run(
+        capsys, "recap", str(sample), "--backend", "openai", "--base-url", dead_url
+    )
     assert code == 1
     assert "Traceback" not in err
+    assert re.search(r"; (\d+) call\(s\) got no answer, about [\d,]+ prompt token", words(out))
     reported = [line for line in err.splitlines() if line.startswith(("error:", "failed:"))]
     assert reported
     expected = f"cannot reach the LLM server at {dead_url} (ConnectError): is it running"

@@ -358,14 +358,18 @@ def allowed_values(key: str) -> str:
         return f"one of: {choices}"
     if annotation is bool:
         return "true or false"
-    if annotation is int:
+    if annotation in (int, float):
+        kind = "a whole number" if annotation is int else "a number"
         low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+        above = next((m.gt for m in field.metadata if getattr(m, "gt", None) is not None), None)
         high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
         if low is not None and high is not None:
-            return f"a whole number from {low} to {high}"
+            return f"{kind} from {low} to {high}"
         if low is not None:
-            return f"a whole number >= {low}"
-        return "a whole number"
+            return f"{kind} >= {low}"
+        if above is not None:
+            return f"{kind} > {above}"
+        return kind
     if annotation is str:
         return "text"
     return "a JSON object"

@@ -437,8 +437,8 @@ def test_counts_and_list_filters(queue: JobQueue) -> None:
     assert [j.id for j in queue.list(chat_id="b")] == [b1]
     assert queue.list(states=("running",), chat_id="a") == []
     failed = queue.list(states=("failed",))[0]
-    assert (failed.error, failed.label) == ("bad", "message_recap a#1")
-    assert queue.get(b1).label == "message_recap b#1"
+    assert (failed.error, failed.label) == ("bad", "message_recap a (message id 1)")
+    assert queue.get(b1).label == "message_recap b (message id 1)"
     assert queue.last_id() == b1
 
 

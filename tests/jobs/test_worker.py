@@ -296,7 +296,7 @@ def test_a_job_that_always_fails_ends_failed_and_the_rest_finish(store: SQLiteSt
     assert job.error == "the LLM server answered 400 (scripted for this message)"
     assert backend.calls[bad.text] == 3
     assert (stats.failed, stats.retried) == (1, 2)
-    assert stats.errors == [f"message_recap story#{bad.id}: {job.error}"]
+    assert stats.errors == [f"message_recap story (message id {bad.id}): {job.error}"]
     others = [j for j in queue.list() if j.id != job.id]
     assert {j.state for j in others} == {"done"}
     assert {j.kind for j in others} >= {"detect_scenes", "running_recap"}

@@ -434,9 +434,12 @@ def test_error_bodies_of_every_shape_are_quoted(
 def test_a_malformed_json_body_is_an_error(llm_server: LLMServer, make_client: MakeClient) -> None:
     llm_server.malformed()
     backend = make_client()
-    with pytest.raises(LLMError, match="not JSON"):
+    with pytest.raises(LLMError, match="not JSON") as caught:
         backend.message_recap(REQUEST)
     assert backend.calls == 1
+    assert "is the base URL the API's (it usually ends in /v1)?" in str(caught.value)
+    assert (backend.usage.failed_calls, backend.usage.calls) == (1, 1)
+    assert backend.usage.failed_prompt_tokens > 0
 
 
 def test_a_json_body_that_is_not_an_object_is_an_error(
@@ -548,6 +551,18 @@ def test_a_key_echoed_in_an_error_body_is_masked(
         assert "Incorrect API key" not in str(caught.value)
     else:
         assert "Incorrect API key provided: ***." in str(caught.value)
+
+
+def test_a_key_the_model_repeats_in_a_recap_is_masked(
+    llm_server: LLMServer, make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The recap is stored and shown: the upstream key must not reach it.
+    monkeypatch.setenv("MY_TEST_KEY", KEY)
+    llm_server.reply(f"Mira paid with the key {KEY} at the gate.")
+    backend = make_client(api_key_env="MY_TEST_KEY")
+    recap = backend.message_recap(REQUEST).memory
+    assert KEY not in recap
+    assert recap == "Mira paid with the key *** at the gate."
 
 
 def test_a_refused_keys_text_error_body_is_not_quoted(

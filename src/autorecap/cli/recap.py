@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
@@ -41,8 +43,10 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.drive import recap_on_queue
 from autorecap.jobs.handlers import enqueue_pipeline
 from autorecap.jobs.queue import JobQueue
+from autorecap.recap.backend import RecapBackend
 from autorecap.recap.backends import make_backend
 from autorecap.recap.combined_recap import update_combined_recap
+from autorecap.recap.openai_compat import OpenAICompatBackend
 from autorecap.recap.pipeline import run_pipeline
 from autorecap.session import Session
 from autorecap.stfiles.jsonl import write_chat
@@ -109,6 +113,7 @@ def recap(
         model=model,
         api_key_env=api_key_env,
     )
+    _warn_if_no_key(engine)
     if no_wait:
         if from_file:
             raise AutorecapError(
@@ -180,10 +185,16 @@ def recap(
     usage = engine.usage
     if usage.calls:
         chat_tokens = sum(counter.count(m.text) for m in result.messages) or 1
+        failed = (
+            f"; {usage.failed_calls} call(s) got no answer, about "
+            f"{usage.failed_prompt_tokens:,} prompt token(s) sent to them"
+            if usage.failed_calls
+            else ""
+        )
         out.print(
             f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
             f"({usage.prompt_tokens / chat_tokens:.2f} per token of the chat's {chat_tokens:,}), "
-            f"{usage.completion_tokens:,} completion token(s)",
+            f"{usage.completion_tokens:,} completion token(s){failed}",
             soft_wrap=True,
         )
     for failure in stats.failures[:10]:
@@ -192,6 +203,21 @@ def recap(
         raise typer.Exit(1)
     if current is None:
         _why_no_running_recap(result, settings)
+
+
+def _warn_if_no_key(engine: RecapBackend) -> None:
+    """A remote LLM server asked without a key answers 401 for every call: say so first."""
+    if not isinstance(engine, OpenAICompatBackend) or not engine.api_key_env:
+        return
+    host = urlsplit(engine.base_url).hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1") or os.environ.get(engine.api_key_env):
+        return
+    err.print(
+        f"warning: ${engine.api_key_env} is not set: {engine.base_url} gets no API key "
+        "(set it, or name another variable with --api-key-env)",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _why_no_running_recap(chat: Chat, settings: Settings) -> None:

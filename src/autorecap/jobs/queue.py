@@ -54,8 +54,9 @@ class Job:
 
     @property
     def label(self) -> str:
-        """`kind chat[#target]`, for lists and logs."""
-        suffix = f"#{self.target}" if self.target is not None else ""
+        """`kind chat [(message id N)]`, for lists and logs: a stored message's id, which is
+        not its place in the chat (the API's `target_index`)."""
+        suffix = f" (message id {self.target})" if self.target is not None else ""
         return f"{self.kind} {self.chat_id}{suffix}"
 
 

@@ -181,11 +181,17 @@ class Usage:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    failed_calls: int = 0
+    """Calls that got no answer (refused, timed out, an error status), among `calls`."""
+    failed_prompt_tokens: int = 0
+    """What those calls sent, by our count (a provider may bill a call that timed out)."""
 
     def add(self, other: Usage) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.failed_calls += other.failed_calls
+        self.failed_prompt_tokens += other.failed_prompt_tokens
 
 
 class RecapBackend(ABC):

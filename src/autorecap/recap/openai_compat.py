@@ -484,18 +484,10 @@ class OpenAICompatBackend(RecapBackend):
                 retry_after = None
             else:
                 if response.status_code < 400:
-                    try:
-                        parsed = response.json()
-                    except ValueError:
-                        raise LLMError(
-                            f"the LLM server at {self.base_url} answered with something that is "
-                            "not JSON"
-                        ) from None
-                    if not isinstance(parsed, dict):
-                        raise LLMError("the LLM server's answer is not a JSON object")
-                    return parsed
+                    return self._parsed(response, key, payload)
                 error = self._status_error(response, key)
                 retry_after = _retry_after(response)
+            self._failed(payload)
             if not error.retryable or attempt > self.retries:
                 if error.retryable and self.retries:
                     raise LLMError(
@@ -508,6 +500,36 @@ class OpenAICompatBackend(RecapBackend):
             delay = min(MAX_BACKOFF_S, retry_after if retry_after is not None else backoff)
             log.warning("LLM call failed (%s); retrying in %.1f s", error, delay)
             self._sleep(delay)
+
+    def _parsed(
+        self, response: httpx.Response, key: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A successful answer's JSON object, the key masked wherever the model repeated it
+        (so that no recap stores it)."""
+        text = response.text
+        if key and key in text:
+            text = text.replace(key, "***")
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            self._failed(payload)
+            kind = response.headers.get("content-type", "no content type")
+            raise LLMError(
+                f"the LLM server at {self.base_url} answered with something that is not JSON "
+                f"({kind}): is the base URL the API's (it usually ends in /v1)?"
+            ) from None
+        if not isinstance(parsed, dict):
+            self._failed(payload)
+            raise LLMError("the LLM server's answer is not a JSON object")
+        return parsed
+
+    def _failed(self, payload: dict[str, Any]) -> None:
+        """Count a call that got no answer, and what it sent."""
+        self.usage.failed_calls += 1
+        messages = payload.get("messages") or []
+        self.usage.failed_prompt_tokens += sum(
+            self.counter.count(str(m.get("content", ""))) + 4 for m in messages
+        )
 
     def _status_error(self, response: httpx.Response, key: str) -> LLMError:
         status = response.status_code
