@@ -115,6 +115,8 @@ def test_command_line_values_are_parsed_by_type() -> None:
 def test_allowed_values_wording() -> None:
     assert allowed_values("running_scene_recap_depth") == "a whole number from 0 to 10000"
     assert allowed_values("message_length_threshold") == "a whole number >= 0"
+    assert allowed_values("llm_timeout_s") == "a number > 0"
+    assert allowed_values("llm_temperature") == "a number from 0 to 2"
 
 
 # seed 002: chat_enabled(): the global state wins when in use, else per chat, else default
