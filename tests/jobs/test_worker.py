@@ -56,10 +56,13 @@ class CountingBackend(OfflineBackend):
     """The offline engine, counting message recaps per text and how many run at once; it can
     sleep in each call, and fail every call for one text."""
 
-    def __init__(self, *, delay: float = 0.0, fail_on: str | None = None) -> None:
+    def __init__(
+        self, *, delay: float = 0.0, fail_on: str | None = None, retryable: bool = True
+    ) -> None:
         super().__init__()
         self.delay = delay
         self.fail_on = fail_on
+        self.retryable = retryable
         self.calls: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -74,7 +77,11 @@ class CountingBackend(OfflineBackend):
             if self.delay:
                 time.sleep(self.delay)
             if request.text == self.fail_on:
-                raise LLMError("the LLM server answered 400 (scripted for this message)")
+                status = 503 if self.retryable else 400
+                raise LLMError(
+                    f"the LLM server answered {status} (scripted for this message)",
+                    retryable=self.retryable,
+                )
             return super().message_recap(request)
         finally:
             with self._count_lock:
@@ -293,7 +300,7 @@ def test_a_job_that_always_fails_ends_failed_and_the_rest_finish(store: SQLiteSt
     assert [(j.kind, j.target) for j in failed] == [("message_recap", bad.id)]
     job = failed[0]
     assert job.attempts == 3  # max_retries + 1
-    assert job.error == "the LLM server answered 400 (scripted for this message)"
+    assert job.error == "the LLM server answered 503 (scripted for this message)"
     assert backend.calls[bad.text] == 3
     assert (stats.failed, stats.retried) == (1, 2)
     assert stats.errors == [f"message_recap story (message id {bad.id}): {job.error}"]
@@ -308,6 +315,22 @@ def test_a_job_that_always_fails_ends_failed_and_the_rest_finish(store: SQLiteSt
             assert get_memory(message)
             assert get_data(message, "error") is None
             assert backend.calls[message.text] == 1
+
+
+def test_a_request_the_llm_refuses_fails_for_good_at_once(store: SQLiteStore) -> None:
+    # The backend asked again already: queued again, each try would cost as much for the
+    # same refusal (a 400, an answer that is no recap).
+    chat = stored_chat(store, 30, seed=4)
+    bad = chat.messages[7]
+    queue = JobQueue(store, backoff_s=0.01)
+    settings = Settings(max_retries=5)
+    enqueue_pipeline(queue, chat, settings)
+    backend = CountingBackend(fail_on=bad.text, retryable=False)
+    stats = run_worker(queue, backend, settings=settings)
+    [job] = queue.list(states=("failed",))
+    assert (job.target, job.attempts, backend.calls[bad.text]) == (bad.id, 1, 1)
+    assert (stats.failed, stats.retried) == (1, 0)
+    assert job.error == "the LLM server answered 400 (scripted for this message)"
 
 
 # --- concurrency -----------------------------------------------------------------------------

@@ -272,9 +272,10 @@ class JobQueue:
         """Mark a job done that wrote nothing of its own."""
         self.store.run(lambda db: self.finish(db, job, input_hash=input_hash))
 
-    def fail(self, job: Job, error: str) -> str:
+    def fail(self, job: Job, error: str, *, final: bool = False) -> str:
         """Record a failure: retried later (exponential backoff), or `failed` for good once
-        `max_retries` retries are spent. Returns the job's new state."""
+        `max_retries` retries are spent (at once when `final`). Returns the job's new
+        state."""
         now = self.clock()
 
         def work(db: Db) -> str:
@@ -288,7 +289,7 @@ class JobQueue:
                 return str(current)  # another worker owns the job now: leave it alone
             if cancelled:
                 state, not_before = "cancelled", 0.0
-            elif attempts > max_retries:
+            elif final or attempts > max_retries:
                 state, not_before = "failed", 0.0
             else:
                 state = "queued"

@@ -31,7 +31,7 @@ from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
 from autorecap.pacing import pausing
 from autorecap.profiles import Profiles, profiles_of
-from autorecap.recap.backend import RecapBackend
+from autorecap.recap.backend import LLMError, RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.base import Db
 from autorecap.store.migrations import StaleChatError, UnknownChatError
@@ -246,8 +246,12 @@ class Worker:
                 self._running.difference_update(j.id for j in jobs)
 
     def record_failure(self, job: Job, error: AutorecapError) -> None:
-        """Record a job's failure (retried later, or failed for good) and count it."""
-        state = self.queue.fail(job, str(error))
+        """Record a job's failure (retried later, or failed for good) and count it. An LLM's
+        answer that is no recap, or a refusal of the request itself (a 400, a 401), was asked
+        again by the backend already: queued again, each try cost as much for the same answer
+        (a model that will not recap cost 20 times the chat)."""
+        final = isinstance(error, LLMError) and not error.retryable
+        state = self.queue.fail(job, str(error), final=final)
         with self._lock:
             if state == "failed":
                 self.stats.failed += 1
