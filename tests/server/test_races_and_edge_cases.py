@@ -391,3 +391,26 @@ def test_an_unreachable_upstream_is_named_without_its_credentials(
     for secret in ("hunter2-secret", "sk-query-secret"):
         assert secret not in answer.text
         assert secret not in caplog.text
+
+
+def test_upstream_recaps_ask_for_the_clients_model_with_the_clients_key(
+    upstream: Upstream, start_proxy: StartProxy, http: httpx.Client
+) -> None:
+    # With no --api-key-env and no llm_model, a recap asked of the upstream named no model
+    # and carried no key: OpenAI and its like refuse every one (found by a newcomer test).
+    proxy = start_proxy(worker=True, recap_backend="upstream")
+    turn = {"model": "m-7", "messages": [{"role": "user", "content": "Mira hides the ledger."}]}
+    sent = http.post(
+        proxy.chat_url("x") + "/chat/completions",
+        json=turn,
+        headers={"Authorization": "Bearer sk-client-42"},
+    )
+    assert sent.status_code == 200
+    recap = wait_until(
+        lambda: next((r for r in upstream.chat_requests if asking(IS_MESSAGE_RECAP)(r)), None),
+        "a message recap asked of the upstream",
+    )
+    assert recap.json["model"] == "m-7"
+    assert recap.headers["authorization"] == "Bearer sk-client-42"
+    wait_until(lambda: not jobs(http, proxy.origin, "?state=queued,running"), "the jobs to end")
+    assert b"sk-client-42" not in Path(proxy.db).read_bytes()

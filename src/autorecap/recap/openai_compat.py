@@ -77,8 +77,9 @@ class OpenAICompatBackend(RecapBackend):
         self,
         *,
         base_url: str,
-        model: str = "",
+        model: str | Callable[[], str] = "",
         api_key_env: str = "OPENAI_API_KEY",
+        key: Callable[[], str] | None = None,
         temperature: float = 0.3,
         max_tokens: int = 400,
         timeout_s: float = 120.0,
@@ -106,7 +107,11 @@ class OpenAICompatBackend(RecapBackend):
             )
         self.base_url = base_url.rstrip("/")
         self.model = model
+        """The model, or what gives it at each call (the proxy's: the one its clients name)."""
         self.api_key_env = api_key_env
+        self.key = key
+        """What gives the key at each call when no variable names one (the proxy's: the one
+        its client sent the upstream), never kept."""
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -414,8 +419,9 @@ class OpenAICompatBackend(RecapBackend):
             "max_tokens": max_tokens or self.max_tokens,
             "stream": False,
         }
-        if self.model:
-            payload["model"] = self.model
+        model = self.model() if callable(self.model) else self.model
+        if model:
+            payload["model"] = model
         data = self._post("/chat/completions", payload)
         self._count(data, payload["messages"])
         try:
@@ -458,7 +464,10 @@ class OpenAICompatBackend(RecapBackend):
     def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
         headers = {"Content-Type": "application/json", **self.headers}
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env, "")
+        else:
+            key = self.key() if self.key is not None else ""
         if key:
             headers["Authorization"] = f"Bearer {key}"
         attempt = 0

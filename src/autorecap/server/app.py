@@ -95,9 +95,15 @@ def create_app(config: ServerConfig) -> FastAPI:
     def backend_for(settings: Settings) -> RecapBackend:
         if config.recap_backend == "upstream":
             # Every recap setting of the chat's owner (prompts, prefill, temperature, retries),
-            # sent to the upstream with the upstream's key.
+            # sent to the upstream with the upstream's key (the server's, else the one its
+            # client sent), for the model `llm_model` names, else the one its clients ask for.
             return make_backend(
-                settings, backend="openai", base_url=upstream, api_key_env=config.api_key_env or ""
+                settings,
+                backend="openai",
+                base_url=upstream,
+                api_key_env=config.api_key_env or "",
+                key=lambda: registry.seen_key,
+                model=settings.llm_model or (lambda: registry.seen_model),
             )
         return make_backend(settings, backend="offline")
 

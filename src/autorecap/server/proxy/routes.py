@@ -62,6 +62,7 @@ def add_proxy_routes(
         elif keyring is None and request.headers.get("authorization"):
             # With keys on, the client's key is autorecap's, never the upstream's.
             headers["Authorization"] = request.headers["authorization"]
+            registry.seen_key = headers["Authorization"].removeprefix("Bearer ").strip()
         return headers
 
     async def in_chat(chat_id: str, work: Callable[[], T], *, reads: bool = False) -> T:

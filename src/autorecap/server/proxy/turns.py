@@ -123,6 +123,12 @@ class ProxyChats(ChatRegistry):
         self._openings: dict[str, str] = {}
         """The system block of each open chat's last request (a digest), most recent last:
         where to look for the chat that a request with only its newest messages continues."""
+        self.seen_model = ""
+        """The model the newest chat request read in full named: what recaps made by the
+        upstream ask for, unless `llm_model` names one."""
+        self.seen_key = ""
+        """The upstream key the newest client sent (access control off, no server key): what
+        recaps made by the upstream are sent with. In memory only: never saved or logged."""
 
     def begin(
         self,
@@ -145,6 +151,9 @@ class ProxyChats(ChatRegistry):
             body = parse_body(raw)  # a request that cannot be read creates no chat
         if body is not None:
             request_messages(body)
+            model = body.get("model")
+            if isinstance(model, str) and model:
+                self.seen_model = model
         with self.hold(chat_id):
             session = self._in_step(chat_id)
             chat = session.chat
