@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,6 +239,60 @@ def test_recap_with_llm_scene_detection_asks_by_windows_only_without_recaps(
     assert not kinds["message"]
     causes = [get_data(chat.messages[i], "scene_break_cause") for i in break_indexes(chat.messages)]
     assert "llm" in causes
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_recap_keeps_what_it_has_done(
+    capsys: pytest.CaptureFixture[str], sample: Path, server: AnsweringServer, stop: int
+) -> None:
+    # The recaps a slow LLM has made (and been paid for) were thrown away: the work ran in a
+    # temporary database and the file was written only at the end (found by a newcomer test).
+    assert run(capsys, "settings", "set", "llm_batch_tokens", "0")[0] == 0  # one per call
+    server.fallback = lambda request: dataclasses.replace(answer_everything(request), delay=0.1)
+    before = sample.read_bytes()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorecap.cli import main; main()",
+            "recap",
+            str(sample),
+            "--backend",
+            "openai",
+            "--base-url",
+            server.url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(stop)
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "interrupted: what was done is kept in" in " ".join(err.split())
+    kept = read_chat(sample)
+    recapped = sum(1 for m in kept.messages if get_memory(m))
+    assert 0 < recapped < N_SAMPLE
+    assert [m.text for m in kept.messages] == [
+        m.text for m in read_chat(sample_chat_path()).messages
+    ]
+    assert sample.read_bytes() != before
+    # The next run does only the rest.
+    server.fallback = answer_everything
+    asked = len(server.requests)
+    code, _, err = run(
+        capsys, "recap", str(sample), "--backend", "openai", "--base-url", server.url
+    )
+    assert code == 0, err
+    assert all(get_memory(m) for m in read_chat(sample).messages)
+    assert len(server.requests) - asked < N_SAMPLE
 
 
 def test_recap_with_an_unreachable_server_fails_cleanly(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -151,9 +154,13 @@ def recap(
                     bars.update(tasks[kind], completed=finished, total=total)
 
             try:
-                result, stats = recap_on_queue(
-                    work_store, loaded.id, engine, settings, backoff_s=0.5, progress=progress
-                )
+                with _sigterm_interrupts():
+                    result, stats = recap_on_queue(
+                        work_store, loaded.id, engine, settings, backoff_s=0.5, progress=progress
+                    )
+            except KeyboardInterrupt:
+                _keep_what_is_done(work_store, loaded, from_file, stamp, output)
+                raise typer.Exit(130) from None
             finally:
                 engine.close()
         result.path = loaded.path  # a file's chat stays a file's chat (running recap id rule)
@@ -203,6 +210,62 @@ def recap(
         raise typer.Exit(1)
     if current is None:
         _why_no_running_recap(result, settings)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a recap as Ctrl-C does (what is done is kept), not the process at once."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _keep_what_is_done(
+    work_store: ChatStore,
+    loaded: Chat,
+    from_file: bool,
+    stamp: tuple[int, int] | None,
+    output: Path | None,
+) -> None:
+    """After an interrupt: the recaps made so far go into the chat file (a stored chat has
+    them already, its other jobs still queued), and how to finish is said."""
+    done = work_store.load_chat(loaded.id)
+    recaps = sum(1 for m in done.messages if get_memory(m))
+    if not from_file:
+        err.print(
+            f"interrupted: {recaps} message recap(s) of {loaded.id!r} are stored; the rest is "
+            "queued (`autorecap worker` or `autorecap recap` again finishes it)",
+            soft_wrap=True,
+            markup=False,
+        )
+        return
+    assert loaded.path is not None
+    if output is None and _stamp(loaded.path) != stamp:
+        err.print(
+            f'interrupted: "{loaded.path}" changed meanwhile (SillyTavern saved it?): nothing '
+            "was written",
+            soft_wrap=True,
+            markup=False,
+        )
+        return
+    done.path = loaded.path
+    target = write_chat(done, output or loaded.path, backups=0 if output else 1)
+    err.print(
+        f"interrupted: what was done is kept in {target} ({recaps} message recap(s)); "
+        "`autorecap recap` again does the rest",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _warn_if_no_key(engine: RecapBackend) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from autorecap.jobs.runner import Worker
 from autorecap.recap.backend import RecapBackend
 from autorecap.settings import Settings
 from autorecap.store.base import ChatStore
+
+STOP_WAIT_S = 2.0
+"""How long an interrupted run waits for the job in hand before it gives up on it."""
 
 
 @dataclass
@@ -72,9 +76,17 @@ def recap_on_queue(
 
     thread = threading.Thread(target=work, name="autorecap-recap", daemon=True)
     thread.start()
-    while not done.wait(0.1):
-        if progress is not None:
-            progress(_kind_progress(queue, chat_id, start_id))
+    try:
+        while not done.wait(0.1):
+            if progress is not None:
+                progress(_kind_progress(queue, chat_id, start_id))
+    except KeyboardInterrupt:
+        # No new job; the one in hand may end and be saved (a second interrupt, or a slow LLM
+        # call, leaves it): what is saved stays, the rest stays queued.
+        worker.stop()
+        with contextlib.suppress(KeyboardInterrupt):
+            done.wait(STOP_WAIT_S)
+        raise
     thread.join()
     if progress is not None:
         progress(_kind_progress(queue, chat_id, start_id))
