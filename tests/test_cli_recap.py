@@ -27,8 +27,9 @@ from autorecap.profiles import SETTINGS_FILE
 from autorecap.recap.backend import CombineRequest
 from autorecap.sample import sample_chat_path
 from autorecap.stfiles.jsonl import read_chat, write_chat
+from tests.recap.conftest import Recorded, Scripted
 from tests.test_cli import run
-from tests.test_pipeline import PROXY_VARIABLES, AnsweringServer, answer_everything
+from tests.test_pipeline import PROXY_VARIABLES, AnsweringServer, answer_everything, kind_of
 
 N_SAMPLE = 199
 
@@ -350,6 +351,24 @@ def test_recap_failures_of_a_short_chat_are_stored_and_exit_1(
     for message in chat.messages:
         assert get_memory(message) == ""
         assert str(get_data(message, "error")).startswith("cannot reach the LLM server")
+
+
+def test_a_failed_scene_recap_says_why_there_is_no_running_recap(
+    capsys: pytest.CaptureFixture[str], sample: Path, server: AnsweringServer
+) -> None:
+    def refuse_scenes(request: Recorded) -> Scripted:
+        if kind_of(request) == "scene":
+            return Scripted("status", status=400, body={"error": {"message": "too long"}})
+        return answer_everything(request)
+
+    server.fallback = refuse_scenes
+    code, out, err = run(
+        capsys, "recap", str(sample), "--backend", "openai", "--base-url", server.url
+    )
+    assert code == 1
+    assert "failed: scene recap: scene 1: the LLM server answered 400" in words(err)
+    assert "0 running recap version(s)" in words(out)
+    assert "waits for a scene whose recap failed; `autorecap recap` again retries" in words(err)
 
 
 def test_recap_force_keeps_what_its_help_promises(

@@ -207,6 +207,13 @@ def recap(
     for failure in stats.failures[:10]:
         err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
     if stats.failures:
+        if current is None and any(f.startswith("scene recap") for f in stats.failures):
+            err.print(
+                "no running recap yet: it folds the scenes in order, and waits for a scene "
+                "whose recap failed; `autorecap recap` again retries what failed",
+                soft_wrap=True,
+                markup=False,
+            )
         raise typer.Exit(1)
     if current is None:
         _why_no_running_recap(result, settings)
