@@ -195,6 +195,21 @@ def test_import_keeps_malformed_lines_and_reports_them(client: TestClient) -> No
     assert exported.content == data  # the bad lines are back where they were
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"# A README\n\nSome text, not a chat.\n",
+        bytes(range(256)) * 40,
+        b'{"user_name": "a"}\nnot json\n[1]\n',  # a header, and no message read
+    ],
+    ids=["text", "binary", "no-message"],
+)
+def test_import_refuses_a_file_that_is_not_a_chat(client: TestClient, data: bytes) -> None:
+    message = error_of(client.post("/api/chats", params={"id": "x"}, content=data), 422, "body")
+    assert message.startswith("this is not a SillyTavern chat (line ")
+    assert client.get("/api/chats").json() == {"chats": []}  # nothing stored
+
+
 def test_import_refuses_an_empty_file(client: TestClient) -> None:
     assert "empty" in error_of(client.post("/api/chats", params={"id": "x"}, content=b""), 400)
     assert client.get("/api/chats").json() == {"chats": []}

@@ -9,7 +9,7 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from autorecap.sample import sample_chat_path
-from tests.web.conftest import SAMPLE_ID, Proxy, import_sample, quote
+from tests.web.conftest import SAMPLE_ID, Proxy, chat_url, import_sample, quote
 
 
 def test_the_page_and_its_assets_are_served_by_autorecap(server: Proxy) -> None:
@@ -75,3 +75,16 @@ def test_open_a_chat_from_the_list(page: Page, server: Proxy, api: httpx.Client)
     expect(page.get_by_role("heading", level=1)).to_have_text(SAMPLE_ID)
     # A chat opens at its newest message.
     expect(page.locator(".msg-row[data-index='198']")).to_be_visible()
+
+
+def test_a_phone_wide_screen_reaches_every_chat_action(
+    page: Page, server: Proxy, sample: str
+) -> None:
+    # At 390 px the toolbar ran off the right edge: "Recap chat" and "Export" unreachable.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(chat_url(server, sample))
+    for name in ("Recap chat", "Export"):
+        button = page.get_by_role("button", name=name).or_(page.get_by_role("link", name=name))
+        box = button.first.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (name, box)

@@ -3,6 +3,8 @@ and the scene navigator."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 from playwright.sync_api import Page, expect
 
@@ -96,3 +98,8 @@ def test_the_scene_navigator_jumps_to_each_scene(
         expect(first).to_be_focused()
         expect(first).to_be_in_viewport()
         expect(links.nth(number)).to_have_attribute("aria-current", "true")
+    # A reload comes back to the message last gone to.
+    last = scenes[1]["start"]
+    expect(page).to_have_url(re.compile(rf"\?m={last}$"))
+    page.reload()
+    expect(page.locator(f".msg-row[data-index='{last}']")).to_be_in_viewport()

@@ -30,6 +30,8 @@ def test_a_validation_error_shows_next_to_its_field(
     expect(error).to_contain_text("256")
     expect(context).to_have_attribute("aria-invalid", "true")
     expect(context).to_be_focused()
+    expect(error).to_be_in_viewport()  # not under the sticky save bar, off screen
+    expect(page.locator("#settings-error")).to_contain_text("context_size")
     # The patch is all or nothing: the valid change was not saved either.
     assert api.get("/settings").json()["values"]["auto_hide_scene_count"] == 2
     shot(page, "settings")

@@ -182,6 +182,14 @@ def _import(
             raise
         chat = parse_chat(data, chat_id=name, lenient=True)
         problems = error.problems
+        if not chat.header or not chat.messages:
+            # Not a chat with a bad line or two: another file (a text, a page, random bytes).
+            raise InvalidValueError(
+                f"this is not a SillyTavern chat (line {problems[0].line}: "
+                f"{problems[0].message}): a chat file holds a JSON header line, then one JSON "
+                "message per line",
+                field="body",
+            )
     if not isinstance(chat.header.get("chat_metadata", {}), dict):
         raise ApiError(
             "line 1: the header's chat_metadata is not an object; fix it (for example "

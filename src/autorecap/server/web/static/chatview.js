@@ -265,6 +265,11 @@ export class ChatView {
       if (focus) row.focus({ preventScroll: true });
     }
     this.highlightScene(index);
+    if (focus) {
+      // A reload comes back to this message (the router reads ?m=).
+      const path = location.hash.split("?")[0] || `#/chat/${encodeURIComponent(this.chat)}`;
+      history.replaceState(null, "", `${path}?m=${index}`);
+    }
   }
 
   repin() {

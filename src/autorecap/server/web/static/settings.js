@@ -268,7 +268,10 @@ export class SettingsView {
     }
     field.error.textContent = message;
     field.input.setAttribute("aria-invalid", "true");
-    field.input.focus();
+    field.input.focus({ preventScroll: true });
+    // Not under the sticky save bar: the field and its message in the middle of the screen.
+    field.input.scrollIntoView({ block: "center" });
+    this.formError.textContent = `${key}: ${message}`;
   }
 
   async save() {
