@@ -87,4 +87,5 @@ def test_a_phone_wide_screen_reaches_every_chat_action(
         button = page.get_by_role("button", name=name).or_(page.get_by_role("link", name=name))
         box = button.first.bounding_box()
         assert box is not None
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (name, box)
+        assert box["x"] >= 0, (name, box)
+        assert box["x"] + box["width"] <= 390, (name, box)

@@ -189,7 +189,7 @@ def _import(
                 f"{problems[0].message}): a chat file holds a JSON header line, then one JSON "
                 "message per line",
                 field="body",
-            )
+            ) from None
     if not isinstance(chat.header.get("chat_metadata", {}), dict):
         raise ApiError(
             "line 1: the header's chat_metadata is not an object; fix it (for example "
