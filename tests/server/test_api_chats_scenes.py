@@ -260,3 +260,28 @@ def test_hiding_and_showing_a_scene_break(client: TestClient, db: Path) -> None:
         path = url(CHAT, f"/scenes/{ends[-1]}")
         error_of(again.patch(path, json={"visible": "maybe"}), 422, "visible")
         error_of(again.patch(url(CHAT, "/scenes/3"), json={"visible": False}), 404, "index")
+
+
+def test_a_scene_recap_edited_by_hand_reaches_the_running_recap(client: TestClient) -> None:
+    # The running recap folds each scene once: an older scene's edit never reached what is
+    # injected, and recapping again changed nothing (found by a newcomer test).
+    recapped(client)
+    before = client.get(url(CHAT, "/running")).json()
+    first = scenes_of(client)[0]
+    edit = "Tomas hires Mira for forty-one crowns at the Rusted Anchor."
+    response = client.patch(url(CHAT, f"/scenes/{first['break_index']}"), json={"recap": edit})
+    assert response.status_code == 200
+    assert run_jobs(client).done >= 1
+    after = client.get(url(CHAT, "/running")).json()
+    newest = after["versions"][0]
+    assert len(after["versions"]) == len(before["versions"]) + 1  # the old ones stay
+    assert after["selected"] == newest["version"]
+    assert edit in newest["content"]
+    assert first["recap"] not in newest["content"]
+    assert newest["scenes"] == before["versions"][0]["scenes"]  # every scene, made again
+    preview = client.get(url(CHAT, "/preview")).json()
+    assert any(edit in injection["text"] for injection in preview["injections"])
+    # Nothing changed since: the next run adds no version.
+    assert client.post(url(CHAT, "/recap")).status_code in (200, 202)
+    run_jobs(client)
+    assert len(client.get(url(CHAT, "/running")).json()["versions"]) == len(after["versions"])

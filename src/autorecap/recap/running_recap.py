@@ -1,5 +1,7 @@
 """Tier 4, the running recap: closed scenes not yet in it are folded in, one new version each,
-except the latest `running_scene_recap_exclude_latest`, which wait.
+except the latest `running_scene_recap_exclude_latest`, which wait. When the recap of a scene
+already in it changes (edited by hand, regenerated), it is made again from the first scene, as
+one new version.
 
 A scene is folded in as a line of its own ("- [8 May 2023 · Porto] ..."). While the recap with
 the new line fits `running_scene_recap_max_tokens`, that is the new version, with no call to the
@@ -11,6 +13,7 @@ next scenes), and the cap is enforced by the code as well.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 
 from autorecap.core import running
@@ -45,30 +48,25 @@ def update_running_recap(
             break
     current = running.current(chat)
     done_until = int(current.get("new_scene_index", -1)) if current else -1
+    folded = _folded(chat)
+    changed = [
+        s
+        for s in eligible
+        if s.end <= done_until and folded.get(str(s.end)) not in (None, _digest(s.recap))
+    ]
+    if changed:
+        # A scene already in it has another recap now (edited, regenerated, another version
+        # chosen): the recap is made again from the first scene, as one new version.
+        return _rebuild(chat, eligible, backend, settings, counter, now_ms, failures, waiting)
     pending = [s for s in eligible if s.end > done_until]
     added = 0
     for step, scene in enumerate(pending, start=1):
         pause()
         previous = running.current(chat)
         previous_text = str(previous.get("content", "")) if previous else ""
-        request = CombineRequest(
-            previous=previous_text,
-            scene_recap=scene.recap,
-            scene_name=scene.name,
-            max_tokens=settings.running_scene_recap_max_tokens,
-        )
-        appended = f"{previous_text}\n{request.line}" if previous_text else request.line
-        if counter.count(appended) <= request.max_tokens:
-            text = appended  # the new scene's line fits as it is: no call, nothing shortened
-        else:
-            target = max(50, round(request.max_tokens * backend.condense_to))
-            try:
-                result = backend.combine(dataclasses.replace(request, max_tokens=target))
-            except AutorecapError as error:
-                if failures is not None:
-                    failures.append(f"running recap, scene {scene.number + 1}: {error}")
-                break  # later scenes must wait for this one: the recap is cumulative
-            text = enforce_cap(result.memory, request.max_tokens, counter)
+        text = _fold(previous_text, scene, backend, settings, counter, failures)
+        if text is None:
+            break  # later scenes must wait for this one: the recap is cumulative
         running.add_version(
             chat,
             text,
@@ -78,10 +76,93 @@ def update_running_recap(
             new_scene_index=scene.end,
             now_ms=now_ms,
         )
+        folded[str(scene.end)] = _digest(scene.recap)
+        _keep_folded(chat, folded)
         added += 1
         if progress is not None:
             progress(step, len(pending))
     return added
+
+
+FOLDED_KEY = "autorecap_folded"
+"""In the running recap's storage: each folded scene's last message -> a digest of the recap
+it was folded with (a scene recap changed since is noticed, `update_running_recap`)."""
+
+
+def _folded(chat: Chat) -> dict[str, str]:
+    store = running.storage(chat)
+    found = store.get(FOLDED_KEY) if store is not None else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def _keep_folded(chat: Chat, folded: dict[str, str]) -> None:
+    store = running.storage(chat, create=True)
+    assert store is not None
+    store[FOLDED_KEY] = dict(folded)
+
+
+def _digest(recap: str) -> str:
+    return hashlib.sha1(" ".join(recap.split()).encode("utf-8")).hexdigest()[:16]
+
+
+def _fold(
+    previous_text: str,
+    scene: Scene,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    failures: list[str] | None,
+) -> str | None:
+    """The running recap with `scene` folded in (None when the backend failed)."""
+    request = CombineRequest(
+        previous=previous_text,
+        scene_recap=scene.recap,
+        scene_name=scene.name,
+        max_tokens=settings.running_scene_recap_max_tokens,
+    )
+    appended = f"{previous_text}\n{request.line}" if previous_text else request.line
+    if counter.count(appended) <= request.max_tokens:
+        return appended  # the new scene's line fits as it is: no call, nothing shortened
+    target = max(50, round(request.max_tokens * backend.condense_to))
+    try:
+        result = backend.combine(dataclasses.replace(request, max_tokens=target))
+    except AutorecapError as error:
+        if failures is not None:
+            failures.append(f"running recap, scene {scene.number + 1}: {error}")
+        return None
+    return enforce_cap(result.memory, request.max_tokens, counter)
+
+
+def _rebuild(
+    chat: Chat,
+    eligible: list[Scene],
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    now_ms: int,
+    failures: list[str] | None,
+    waiting: int,
+) -> int:
+    """The running recap made again from every eligible scene, as one new version (the
+    earlier versions stay, to go back to)."""
+    text = ""
+    for scene in eligible:
+        pause()
+        folded = _fold(text, scene, backend, settings, counter, failures)
+        if folded is None:
+            return 0
+        text = folded
+    running.add_version(
+        chat,
+        text,
+        scene_count=len(eligible),
+        excluded_count=waiting,
+        prev_scene_index=0,
+        new_scene_index=eligible[-1].end,
+        now_ms=now_ms,
+    )
+    _keep_folded(chat, {str(s.end): _digest(s.recap) for s in eligible})
+    return 1
 
 
 def enforce_cap(text: str, max_tokens: int, counter: TokenCounter) -> str:

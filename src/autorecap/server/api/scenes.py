@@ -106,7 +106,8 @@ def patch_scene(
         )
     if "recap" in given and not body.recap.strip():
         raise InvalidValueError("the recap is empty: write the scene's recap", field="recap")
-    with open_chat(scope, registry, chat) as session:
+    recap_changed = bool({"recap", "selected"} & given)
+    with open_chat(scope, registry, chat, flush=recap_changed) as session:
         message = break_at(session, index)
         if "selected" in given:
             count = len(recap_versions(message))
@@ -124,6 +125,14 @@ def patch_scene(
         if "visible" in given:
             set_visible(message, body.visible)
         session.refresh()
+        if recap_changed:
+            # The running recap is made again with the scene's new recap (`running_recap`).
+            registry.queue.enqueue(
+                "running_recap",
+                session.chat.id,
+                priority=RUNNING_PRIORITY,
+                max_retries=session.settings.max_retries,
+            )
         return _scene_ending_at(session, index)
 
 
