@@ -235,3 +235,15 @@ def test_scene_breaks_show_on_their_messages(client: TestClient) -> None:
     unnamed = client.get(url(CHAT, "/messages/14")).json()["scene_break"]
     assert unnamed["name"] == "Scene 1 (0-14)"
     assert get_data(chat.messages[14], "include") != INCLUDED  # generated without recaps
+
+
+def test_an_edit_begun_from_a_recap_changed_since_is_refused(client: TestClient) -> None:
+    recapped(client)
+    path = url(CHAT, "/messages/9")
+    seen = client.get(path).json()["recap"]
+    assert client.patch(path, json={"recap": "Edited in tab A."}).status_code == 200
+    late = client.patch(path, json={"recap": "Edited in tab B.", "was": seen})
+    assert "changed elsewhere" in error_of(late, 409, "was")
+    assert client.get(path).json()["recap"] == "Edited in tab A."
+    fresh = client.patch(path, json={"recap": "Edited in tab B.", "was": "Edited in tab A."})
+    assert fresh.json()["recap"] == "Edited in tab B."

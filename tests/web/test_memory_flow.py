@@ -121,6 +121,28 @@ def test_an_edited_recap_survives_a_reload(
     assert message["edited"] is True
 
 
+def test_an_edit_made_in_another_tab_meanwhile_is_not_overwritten_unseen(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    page.goto(chat_url(server, recapped, message=150))
+    row = page.locator(".msg-row[data-index='150']")
+    row.get_by_role("button", name="Edit recap of message 150").click()
+    editor = row.get_by_role("textbox", name="Recap of message 150")
+    # Another tab saves first.
+    elsewhere = "Tomas counted the crates twice."
+    changed = api.patch(f"/chats/{quote(recapped)}/messages/150", json={"recap": elsewhere})
+    assert changed.status_code == 200
+    editor.fill("Mira hid the brass key under the chart table.")
+    editor.press("Enter")
+    expect(row.locator(".field-error")).to_contain_text("changed elsewhere")
+    expect(row.locator(".field-error")).to_contain_text(elsewhere)
+    assert api.get(f"/chats/{quote(recapped)}/messages/150").json()["recap"] == elsewhere
+    editor.press("Enter")  # seen: saving again replaces it
+    expect(row.locator(".recap-text")).to_have_text("Mira hid the brass key under the chart table.")
+    message = api.get(f"/chats/{quote(recapped)}/messages/150").json()
+    assert message["recap"] == "Mira hid the brass key under the chart table."
+
+
 def test_escape_cancels_an_edit_and_exclude_toggles(
     page: Page, server: Proxy, api: httpx.Client, recapped: str
 ) -> None:

@@ -365,6 +365,11 @@ class MessagePatch(BaseModel):
     remember: bool = Field(
         False, description="Pin the message's recap in the long-term tier (long_term_enabled)."
     )
+    was: str | None = Field(
+        None,
+        description="With recap: the recap the edit began from; when the recap is no longer "
+        "that (edited elsewhere meanwhile), nothing is changed and the answer is a 409.",
+    )
 
 
 @router.patch("/chats/{chat}/messages/{index}")
@@ -380,6 +385,12 @@ def patch_message(
         )
     with open_chat(scope, registry, chat) as session:
         message = message_at(session, index)
+        if "recap" in given and body.was is not None and (get_memory(message) or "") != body.was:
+            raise ConflictError(
+                f"the recap of message {index} was changed elsewhere since this edit began; "
+                "look at it again, then save your text again to replace it",
+                field="was",
+            )
         if "recap" in given:
             edit_memory(message, body.recap)
         if "exclude" in given:

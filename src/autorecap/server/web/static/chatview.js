@@ -336,8 +336,22 @@ export class ChatView {
     }
   }
 
-  async saveRecap(index, text) {
-    const message = await api.patch(chatPath(this.chat, "messages", index), { recap: text });
+  /** Save an edited recap; `was` is the recap the edit began from. If another tab changed it
+   * meanwhile the server refuses (409) and says so in the editor; saving again replaces it. */
+  async saveRecap(index, text, was) {
+    const base = this.seenElsewhere && this.seenElsewhere.index === index ? this.seenElsewhere.recap : was;
+    let message;
+    try {
+      message = await api.patch(chatPath(this.chat, "messages", index), { recap: text, was: base });
+    } catch (error) {
+      if (error.status === 409) {
+        const fresh = await api.get(chatPath(this.chat, "messages", index));
+        this.seenElsewhere = { index, recap: fresh.recap ?? "" };
+        error.message = `${error.message}. It now reads: “${(fresh.recap ?? "").slice(0, 300)}”`;
+      }
+      throw error;
+    }
+    this.seenElsewhere = null;
     this.cache.set(message);
     this.editing = null;
     this.list.refreshRow(index);

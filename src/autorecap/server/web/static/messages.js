@@ -83,7 +83,7 @@ function recapBlock(message, view) {
     ? textEditor({
         label: `Recap of message ${i}`,
         value: message.recap || "",
-        onSave: (text) => view.saveRecap(i, text),
+        onSave: (text) => view.saveRecap(i, text, message.recap ?? ""),
         onCancel: () => view.stopEditing(),
       })
     : h(
