@@ -64,6 +64,9 @@ def test_marking_and_unmarking_scene_breaks(client: TestClient, db: Path) -> Non
     assert client.get(url(CHAT, "/messages/24")).json()["scene_break"]["name"] == (
         "The Rusted Anchor"
     )
+    # A break marked by hand gets its scene's recap, as one found does.
+    run_jobs(client)
+    assert all(s["recap"] for s in scenes_of(client)[:2])
     client.close()
     with client_for(db) as again:
         assert [s["end"] for s in scenes_of(again)] == [24, 50, 198]

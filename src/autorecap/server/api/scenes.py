@@ -22,6 +22,7 @@ from autorecap.server.api.views import (
     running_json,
     scene_json,
 )
+from autorecap.server.chats.registry import ChatRegistry
 from autorecap.session import Session
 
 router = APIRouter()
@@ -58,11 +59,35 @@ class SceneMark(BaseModel):
 
 @router.post("/chats/{chat}/scenes")
 def mark_scene(chat: str, body: SceneMark, scope: Owner, registry: Registry) -> dict[str, Any]:
-    """End a scene after message `index` (auto-hide counts scenes: memory is refreshed)."""
-    with open_chat(scope, registry, chat) as session:
-        message_at(session, body.index)
+    """End a scene after message `index` (auto-hide counts scenes: memory is refreshed), and
+    queue its recap, then the running recap's."""
+    with open_chat(scope, registry, chat, flush=True) as session:
+        message = message_at(session, body.index)
         session.mark_scene_break(body.index, body.name)
+        if message.id is not None:
+            _queue_scene_recap(registry, session, message.id)
         return _scenes_json(session)
+
+
+def _queue_scene_recap(registry: ChatRegistry, session: Session, message_id: int) -> list[int]:
+    """A new recap of the scene ending at the stored message `message_id`, then the running
+    recap (which folds it in, or is made again when the scene was in it already)."""
+    settings = session.settings
+    scene_job = registry.queue.enqueue(
+        "scene_recap",
+        session.chat.id,
+        message_id,
+        priority=SCENE_PRIORITY,
+        max_retries=settings.max_retries,
+    )
+    running_job = registry.queue.enqueue(
+        "running_recap",
+        session.chat.id,
+        priority=RUNNING_PRIORITY,
+        max_retries=settings.max_retries,
+        depends_on=[scene_job],
+    )
+    return [scene_job, running_job]
 
 
 @router.delete("/chats/{chat}/scenes/{index}")
@@ -149,22 +174,8 @@ def regenerate_scene(chat: str, index: int, scope: Owner, registry: Registry) ->
         kept.pop("edited", None)
         # An out-of-date hash and no "edited" mark: the scene recap job makes a new version.
         update_data(message, {"scene_recap_hash": None, "scene_recap_metadata": kept})
-        settings = session.settings
-        scene_job = registry.queue.enqueue(
-            "scene_recap",
-            session.chat.id,
-            message.id,
-            priority=SCENE_PRIORITY,
-            max_retries=settings.max_retries,
-        )
-        running_job = registry.queue.enqueue(
-            "running_recap",
-            session.chat.id,
-            priority=RUNNING_PRIORITY,
-            max_retries=settings.max_retries,
-            depends_on=[scene_job],
-        )
-    return {"jobs": [scene_job, running_job]}
+        jobs = _queue_scene_recap(registry, session, message.id)
+    return {"jobs": jobs}
 
 
 # --- the running recap ---------------------------------------------------------------------------
