@@ -162,6 +162,7 @@ def test_message_patches_are_validated(client: TestClient) -> None:
     error_of(client.patch(path, json={}), 400, "body")
     error_of(client.patch(path, json={"recap": 5}), 422, "recap")
     error_of(client.patch(path, json={"recap": None}), 422, "recap")
+    assert "the recap is empty" in error_of(client.patch(path, json={"recap": "  "}), 422, "recap")
     error_of(client.patch(path, json={"exclude": "sometimes"}), 422, "exclude")
     for loose in ("yes", 1, "true"):  # a boolean is true or false, as docs/API.md says
         error_of(client.patch(path, json={"remember": loose}), 422, "remember")

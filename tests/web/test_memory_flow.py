@@ -159,6 +159,7 @@ def test_escape_cancels_an_edit_and_exclude_toggles(
     exclude.click()
     expect(exclude).to_have_attribute("aria-pressed", "true")
     expect(row.locator(".recap")).to_have_class("recap status-excluded")
+    expect(row.locator(".status-label")).to_have_text("Excluded by you")  # not "past the limit"
     assert api.get(f"/chats/{quote(recapped)}/messages/190").json()["exclude"] is True
     row.get_by_role("button", name="Exclude message 190 from memory").click()
     expect(row.locator(".recap")).to_have_class("recap status-included")

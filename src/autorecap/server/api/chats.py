@@ -383,6 +383,12 @@ def patch_message(
             'send {"recap": "text"}, {"exclude": true|false} and/or {"remember": true|false}',
             field="body",
         )
+    if "recap" in given and not body.recap.strip():
+        raise InvalidValueError(
+            "the recap is empty: write the message's recap (to leave the message out of "
+            'memory, send {"exclude": true})',
+            field="recap",
+        )
     with open_chat(scope, registry, chat) as session:
         message = message_at(session, index)
         if "recap" in given and body.was is not None and (get_memory(message) or "") != body.was:

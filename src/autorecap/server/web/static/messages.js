@@ -78,7 +78,9 @@ function recapBlock(message, view) {
   const i = message.index;
   const status = message.status || "none";
   const editing = view.editing && view.editing.index === i && view.editing.kind === "recap";
-  const label = h("span", { class: "status-label" }, STATUS_LABELS[status] || status);
+  // Excluded by the user, or left out because it did not fit the short-term budget.
+  const said = status === "excluded" && message.exclude ? "Excluded by you" : STATUS_LABELS[status] || status;
+  const label = h("span", { class: "status-label" }, said);
   const body = editing
     ? textEditor({
         label: `Recap of message ${i}`,
@@ -94,7 +96,7 @@ function recapBlock(message, view) {
       );
   return h(
     "section",
-    { class: `recap status-${status}`, "aria-label": `Recap of message ${i}: ${STATUS_LABELS[status] || status}` },
+    { class: `recap status-${status}`, "aria-label": `Recap of message ${i}: ${said}` },
     h(
       "div",
       { class: "recap-head" },
