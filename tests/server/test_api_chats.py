@@ -627,3 +627,16 @@ def test_a_message_error_is_reported(client: TestClient) -> None:
     import_chat(client, serialize_chat(chat))
     message = client.get(url(CHAT, "/messages/4")).json()
     assert (message["status"], message["error"]) == ("error", "the LLM timed out")
+
+
+def test_cancelling_a_chats_jobs_leaves_other_chats_alone(client: TestClient) -> None:
+    import_chat(client, sample_bytes())
+    import_chat(client, sample_bytes(), "other")
+    assert client.post("/api/jobs/pause").status_code == 200
+    for chat in (CHAT, "other"):
+        assert client.post(url(chat, "/recap")).json()["jobs"] > 0
+    answer = client.post(url(CHAT, "/jobs/cancel")).json()
+    assert answer["cancelled"] > 0
+    waiting = client.get("/api/jobs", params={"state": "queued"}).json()["jobs"]
+    assert waiting and {job["chat"] for job in waiting} == {"other"}
+    error_of(client.post(url("nobody", "/jobs/cancel")), 404, "chat")

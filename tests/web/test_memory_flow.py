@@ -37,6 +37,26 @@ def test_recap_from_the_ui_and_wait_for_the_queue(
     shot(page, "chat-view")
 
 
+def test_a_chats_waiting_jobs_are_cancelled_from_its_view(
+    page: Page, server: Proxy, api: httpx.Client, sample: str
+) -> None:
+    # A recap of a long chat on a paid LLM: stop it without pausing every chat's queue.
+    assert api.post("/jobs/pause").status_code == 200
+    try:
+        page.goto(chat_url(server, sample))
+        cancel = page.get_by_role("button", name="Cancel jobs")
+        expect(cancel).to_be_hidden()
+        page.get_by_role("button", name="Recap chat").click()
+        expect(cancel).to_be_visible()
+        cancel.click()
+        expect(page.locator(".toast").last).to_contain_text("Cancelled")
+        expect(cancel).to_be_hidden()
+        waiting = api.get("/jobs", params={"state": "queued,running"}).json()["jobs"]
+        assert waiting == []
+    finally:
+        api.post("/jobs/resume")
+
+
 def test_an_older_running_recap_version_changes_the_preview(
     page: Page, server: Proxy, api: httpx.Client, recapped: str, shot: Callable[[Page, str], None]
 ) -> None:

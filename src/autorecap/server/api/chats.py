@@ -324,6 +324,17 @@ def recap_chat(
     return {"jobs": len(ids)}
 
 
+@router.post("/chats/{chat}/jobs/cancel")
+def cancel_chat_jobs(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
+    """Cancel the chat's waiting and running jobs (a running one stops at its next step);
+    what they have done is kept, other chats' jobs go on."""
+    with open_chat(scope, registry, chat) as session:
+        internal = session.chat.id
+    waiting = registry.queue.list(states=("queued", "running"), chat_id=internal)
+    _cancel_jobs(registry, internal)
+    return {"cancelled": len(waiting)}
+
+
 # --- messages ----------------------------------------------------------------------------------
 
 

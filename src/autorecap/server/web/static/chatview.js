@@ -93,6 +93,11 @@ export class ChatView {
 
   build() {
     this.jobsChip = h("span", { class: "chip", id: "chat-jobs", "aria-live": "polite" });
+    this.cancelJobs = h(
+      "button",
+      { type: "button", id: "cancel-chat-jobs", hidden: true, onclick: () => this.cancelChatJobs() },
+      "Cancel jobs",
+    );
     this.memoryChip = h("button", {
       type: "button",
       class: "chip",
@@ -131,6 +136,7 @@ export class ChatView {
         { class: "toolbar" },
         this.memoryChip,
         this.jobsChip,
+        this.cancelJobs,
         h("label", { class: "inline" }, this.force, "redo edited recaps"),
         h("button", { type: "button", class: "primary", id: "recap-chat", onclick: () => this.recapChat() }, "Recap chat"),
         h("button", { type: "button", onclick: () => exportChat(this.chat) }, "Export"),
@@ -204,7 +210,18 @@ export class ChatView {
     if (jobs.queued) parts.push(`${jobs.queued} queued`);
     if (jobs.failed) parts.push(`${jobs.failed} failed`);
     this.jobsChip.textContent = parts.length ? `Jobs: ${parts.join(", ")}` : "No jobs waiting";
-    this.jobsChip.dataset.active = String((jobs.running || 0) + (jobs.queued || 0));
+    const active = (jobs.running || 0) + (jobs.queued || 0);
+    this.jobsChip.dataset.active = String(active);
+    this.cancelJobs.hidden = !active;
+  }
+
+  /** Cancel this chat's waiting and running jobs (a recap of a long chat on a paid LLM). */
+  async cancelChatJobs() {
+    const data = await this.act(() => api.post(chatPath(this.chat, "jobs", "cancel")));
+    if (!data) return;
+    toast(`Cancelled ${formatCount(data.cancelled)} jobs of this chat; what they did is kept`);
+    this.showChatJobs({ queued: 0, running: 0 });
+    monitor.kick();
   }
 
   /** The router calls this when only the tab or the message in the address changed. */
