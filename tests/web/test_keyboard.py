@@ -94,3 +94,18 @@ def test_tabs_and_buttons_by_keyboard(page: Page, server: Proxy, recapped: str) 
     expect(page.get_by_label("Off")).to_be_checked()
     expect(page.get_by_label("Off")).to_be_focused()
     expect(page.locator("#memory-effective")).to_contain_text("Memory is off")
+
+
+def test_a_toggle_keeps_the_keyboard_on_itself(page: Page, server: Proxy, recapped: str) -> None:
+    # Space on Remember pinned the message, then the redrawn row took the focus: a second
+    # Space did nothing (found by a newcomer test).
+    page.goto(chat_url(server, recapped, message=14))
+    row = page.locator(".msg-row[data-index='14']")
+    remember = row.get_by_role("button", name="Remember message 14 in long-term memory")
+    remember.focus()
+    page.keyboard.press("Space")
+    expect(row.locator(".badge", has_text="pinned")).to_be_visible()
+    expect(remember).to_be_focused()
+    page.keyboard.press("Space")
+    expect(row.locator(".badge", has_text="pinned")).to_have_count(0)
+    expect(remember).to_be_focused()

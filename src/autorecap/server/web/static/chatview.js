@@ -238,6 +238,11 @@ export class ChatView {
     if (!message) return { el: placeholderRow(index), measured: false };
     const el = messageRow(message, this);
     if (index !== this.active) rowControls(el, false);
+    const refocus = this.refocus;
+    if (refocus && refocus.index === index) {
+      const button = [...el.querySelectorAll("button")].find((b) => b.getAttribute("aria-label") === refocus.label);
+      if (button) queueMicrotask(() => el.isConnected && button.focus());
+    }
     return { el, measured: true };
   }
 
@@ -265,6 +270,7 @@ export class ChatView {
 
   setActive(index, focus) {
     if (index < 0 || index >= this.total) return;
+    if (this.refocus && this.refocus.index !== index) this.refocus = null;
     const old = this.list.rowElement(this.active);
     if (old && index !== this.active) {
       old.tabIndex = -1;
@@ -390,6 +396,14 @@ export class ChatView {
       api.patch(chatPath(this.chat, "messages", index), { [flag]: !message[flag] }),
     );
     this.cache.set(updated);
+    // The row is drawn anew (now, and when the statuses reload): the keyboard stays on the
+    // button it pressed (`renderRow`).
+    const pressed = document.activeElement && document.activeElement.getAttribute("aria-label");
+    this.refocus = pressed ? { index, label: pressed } : null;
+    const kept = this.refocus;
+    setTimeout(() => {
+      if (this.refocus === kept) this.refocus = null; // the statuses have been reloaded
+    }, 3000);
     this.list.refreshRow(index);
     this.changed();
   }
