@@ -308,3 +308,18 @@ def _make_two_combined_versions(api: httpx.Client, chat: str) -> None:
         assert api.post(f"/chats/{quote(chat)}/scenes/{end}/regenerate").status_code == 200
         wait_for_jobs(api)
     assert len(api.get(f"/chats/{quote(chat)}/combined").json()["versions"]) == 2
+
+
+def test_a_version_made_before_the_scene_breaks_changed_says_so(
+    page: Page, server: Proxy, api: httpx.Client, recapped: str
+) -> None:
+    # "Covers N scenes" was counted from the breaks the chat has now (found by a newcomer test).
+    versions = api.get(f"/chats/{quote(recapped)}/running").json()["versions"]
+    oldest = versions[-1]
+    first_end = oldest["scenes"][0]
+    marked = api.post(f"/chats/{quote(recapped)}/scenes", json={"index": first_end - 3})
+    assert marked.is_success
+    page.goto(chat_url(server, recapped, "running"))
+    expect(page.locator(".version").last).to_contain_text(
+        f"1 scene, up to message #{first_end} (the scene breaks have changed since)"
+    )

@@ -116,7 +116,12 @@ export class RunningPanel {
   }
 
   /** "3 scenes: Harbour · Squall · Widow" from the break indexes a version covers. */
-  coverage(breaks) {
+  coverage(breaks, version = {}) {
+    const made = version.scene_count;
+    if (typeof made === "number" && breaks && made !== breaks.length) {
+      // Made from other scene breaks than the chat has now: what it was made from, in numbers.
+      return `${made} scene${made === 1 ? "" : "s"}, up to message #${version.new_scene_index} (the scene breaks have changed since)`;
+    }
     if (!breaks || !breaks.length) return "no scenes";
     const byBreak = new Map(this.view.scenes.map((scene, i) => [scene.break_index, [scene, i]]));
     const names = breaks.map((index) => {
@@ -154,7 +159,7 @@ export class RunningPanel {
           isSelected ? h("span", { class: "badge badge-on" }, "injected") : null,
           h("span", { class: "muted" }, formatDate(version.created_at)),
         ),
-        h("p", { class: "version-covers" }, `Covers ${this.coverage(version.scenes)}`),
+        h("p", { class: "version-covers" }, `Covers ${this.coverage(version.scenes, version)}`),
         editing
           ? textEditor({
               label: `Edit running recap version ${version.version}`,
