@@ -261,6 +261,10 @@ PROBES: dict[tuple[str, str], list[Probe]] = {
         Probe("DELETE", "/api/chats/bob%2Fmira", routed=False),
     ],
     ("POST", "/api/chats/{}/recap"): [Probe("POST", "/api/chats/mira/recap?force=true")],
+    ("POST", "/api/chats/{}/jobs/cancel"): [
+        Probe("POST", "/api/chats/mira/jobs/cancel"),
+        Probe("POST", "/api/chats/bob%2Fmira/jobs/cancel", routed=False),
+    ],
     ("GET", "/api/chats/{}/messages"): [Probe("GET", "/api/chats/mira/messages")],
     ("GET", "/api/chats/{}/messages/{}"): [Probe("GET", "/api/chats/mira/messages/0")],
     ("PATCH", "/api/chats/{}/messages/{}"): [
