@@ -157,6 +157,27 @@ def test_a_chat_reshaped_elsewhere_is_read_again(
     assert [m.text for m in other.load_chat(CHAT).messages] == LINES
 
 
+def test_a_turn_survives_its_chat_being_reshaped_elsewhere_twice_before_its_save(
+    setup: tuple[ProxyChats, ChatStore],
+) -> None:
+    # Only the last copy dropped was remembered: a turn begun on an earlier one was taken
+    # for a turn on a deleted chat, and its messages were not kept (seen once under load in
+    # the PostgreSQL soak test: a user's last turn missing).
+    registry, other = setup
+    asked = [*LINES, "Where do we anchor tonight?"]
+    turn = registry.begin(CHAT, body(asked))
+    registry.record(turn, "In the lee of the Gullstone.")
+    for _ in range(2):  # another server reshapes the chat, and this one reads it again
+        theirs = other.load_chat(CHAT)
+        del theirs.messages[-1]
+        other.save(theirs, structure=True)
+        assert pulled(registry) == 1
+        registry.session(CHAT)
+    registry.settle(turn)
+    stored = [m.text for m in other.load_chat(CHAT).messages]
+    assert stored == [*asked, "In the lee of the Gullstone."]
+
+
 class _InterruptedOnce:
     """The offline engine; during its first message recap, another process saves a change to
     the same message (which the worker's save must not undo)."""

@@ -79,9 +79,10 @@ class ChatRegistry:
         """Each chat's lock, while its chat is open (`_open_locks`) or someone holds it."""
         self._open_locks: dict[str, Any] = {}
         self._sessions: dict[str, Session] = {}
-        self._reshaped: weakref.WeakValueDictionary[str, Chat] = weakref.WeakValueDictionary()
+        self._reshaped: weakref.WeakValueDictionary[int, Chat] = weakref.WeakValueDictionary()
         """Copies dropped because another process reshaped their chat, while a turn holds
-        them (`reshaped_elsewhere`)."""
+        them (`reshaped_elsewhere`), by identity: every one, since a chat may be read again
+        and dropped again before a turn begun on an older copy is saved."""
         self._used: dict[str, float] = {}
         """When each open chat was last asked for (the least recently used is let go)."""
         self._unsaved: dict[str, Unsaved] = {}
@@ -383,12 +384,13 @@ class ChatRegistry:
         again on the new one (`reshaped_elsewhere`)."""
         session = self._sessions.get(chat_id)
         if session is not None:
-            self._reshaped[chat_id] = session.chat
+            self._reshaped[id(session.chat)] = session.chat
         self.drop(chat_id)
 
     def reshaped_elsewhere(self, chat_id: str, chat: Chat) -> bool:
-        """Whether `chat` is a copy that was dropped because another process reshaped it."""
-        return self._reshaped.get(chat_id) is chat
+        """Whether `chat` is a copy of this chat that was dropped because another process
+        reshaped it."""
+        return self._reshaped.get(id(chat)) is chat and chat.id == chat_id
 
     def drop(self, chat_id: str) -> None:
         """Forget the in-memory copy of a chat (after it was deleted or replaced in the store)."""
