@@ -84,7 +84,7 @@ def test_every_setting_is_documented() -> None:
         ("context_size", 100, "must be a whole number from 256 to 10000000"),
         ("auto_hide_scene_count", -2, "must be a whole number >= -1"),
         ("include_user_messages", "maybe", "must be true or false"),
-        ("chats_enabled", [1], "must be a JSON object"),
+        ("chats_enabled", [1], 'must be a JSON object of true/false values ({"chat id": false})'),
         ("running_scene_recap_template", 5, "must be text"),
     ],
 )
@@ -116,6 +116,7 @@ def test_allowed_values_wording() -> None:
     assert allowed_values("running_scene_recap_depth") == "a whole number from 0 to 10000"
     assert allowed_values("message_length_threshold") == "a whole number >= 0"
     assert allowed_values("llm_timeout_s") == "a number > 0"
+    assert allowed_values("chats_enabled").startswith("a JSON object of true/false values")
     assert allowed_values("llm_temperature") == "a number from 0 to 2"
 
 

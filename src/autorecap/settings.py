@@ -372,6 +372,12 @@ def allowed_values(key: str) -> str:
         return kind
     if annotation is str:
         return "text"
+    args = get_args(annotation)
+    if get_origin(annotation) is dict and len(args) == 2:
+        if args[1] is bool:
+            return 'a JSON object of true/false values ({"chat id": false})'
+        if get_origin(args[1]) is list:
+            return 'a JSON object of lists of names ({"group id": ["Name"]})'
     return "a JSON object"
 
 

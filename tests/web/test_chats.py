@@ -51,6 +51,10 @@ def test_import_by_upload_export_and_delete(
     page.get_by_label("Chat id").fill(SAMPLE_ID)
     page.get_by_role("button", name="Import").click()
     expect(page.locator("#import-result [role=alert]")).to_contain_text("Replace")
+    expect(page.locator("#import-result [role=alert]")).to_contain_text(
+        f"A chat “{SAMPLE_ID}” is stored already"
+    )
+    expect(page.locator("#import-result [role=alert]")).not_to_contain_text("replace=true")
     shot(page, "chat-list")
 
     with page.expect_download() as download_info:

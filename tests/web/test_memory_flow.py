@@ -222,8 +222,9 @@ def test_edit_and_delete_running_recap_versions_and_regenerate_a_recap(
 
 def test_an_unknown_chat_says_so(page: Page, server: Proxy) -> None:
     page.goto(chat_url(server, "no such chat"))
-    expect(page.get_by_role("heading", level=1)).to_have_text("Something went wrong")
-    expect(page.get_by_role("alert")).to_contain_text("no such chat")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Chat not found")
+    expect(page.get_by_role("alert")).to_contain_text("There is no chat “no such chat”")
+    expect(page.get_by_role("alert")).not_to_contain_text("/api/")
     page.get_by_role("link", name="Back to the chats").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Chats")
 

@@ -54,13 +54,18 @@ async function route(initial = false) {
     await view.mount();
   } catch (error) {
     if (current.view !== view) return;
+    // The API's words name its routes; a person opening a chat needs these.
+    const missing = error.status === 404 && target.name === "chat";
+    const said = missing
+      ? `There is no chat “${target.chat}”: it may have been deleted, or be kept under another key.`
+      : error.message;
     fill(
       main,
       h(
         "section",
         { class: "page" },
-        h("h1", { tabindex: "-1" }, "Something went wrong"),
-        h("p", { class: "field-error", role: "alert" }, error.message),
+        h("h1", { tabindex: "-1" }, missing ? "Chat not found" : "Something went wrong"),
+        h("p", { class: "field-error", role: "alert" }, said),
         h("p", {}, h("a", { href: "#/" }, "Back to the chats")),
       ),
     );

@@ -163,8 +163,12 @@ export class ChatListView {
         headers: { "Content-Type": "application/x-ndjson" },
       });
     } catch (error) {
-      const hint = error.status === 409 ? " — tick “Replace a chat with this id” to overwrite it." : "";
-      fill(this.result, h("p", { class: "field-error", role: "alert" }, error.message + hint));
+      // The API's words for a taken id name its query parameters: say it as the form does.
+      const said =
+        error.status === 409
+          ? `A chat “${id}” is stored already: give this one another id, or tick “Replace a chat with this id” to overwrite it.`
+          : error.message;
+      fill(this.result, h("p", { class: "field-error", role: "alert" }, said));
       return;
     }
     const chat = data.chat || {};
