@@ -58,6 +58,7 @@ def piece(index: int, text: str, score: float = 1.0) -> RecallPiece:
 
 def test_query_words_drop_stopwords_and_words_of_asking() -> None:
     assert query_words("Do you remember again what the password was?") == ["password"]
+    assert query_words("How many trees are in the orchard?") == ["trees", "orchard"]
     assert query_words("Hey, tell me: where did we hide the astrolabe?") == ["hide", "astrolabe"]
 
 
@@ -217,6 +218,25 @@ def test_the_answer_to_a_recalled_question_is_what_is_said_not_the_gesture() -> 
     assert paid.text.endswith("→ counts out nine crowns on the table")
 
 
+def test_a_short_question_after_a_match_brings_an_answer_told_in_a_gesture() -> None:
+    chat = chat_of(
+        message('I count coins into his hand. "Two to Carrowmere, inside. How much?"', hidden=True),
+        message(
+            "*The coachman names his price: seven marks and a ha'penny apiece.* "
+            '"Mind the cushions, they\'re new."',
+            hidden=True,
+        ),
+    )
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What was the coach fare to Carrowmere?", COUNTER)
+    # "How much?" is two words, but it follows a match and asks for a number, as the query
+    # does; what is said holds no number, so the gesture that does is the answer.
+    assert "→ The coachman names his price: seven marks and a ha'penny apiece." in found.text
+    assert "#0-1" in found.source
+    # A short question that asks another kind of thing brings nothing along.
+    (alone,) = recall_pieces(chat, [(0, 1.0)], "Who drove the coach to Carrowmere?", COUNTER)
+    assert "→" not in alone.text
+
+
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
     chat = chat_of(message("They talked for a while.", hidden=True))
     set_data(chat.messages[0], "memory", "Mira made Tomas quartermaster.")
@@ -334,6 +354,9 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
     [
         ("How much did Juno pay for the impeller?", {"number"}),
         ("What combination opened the safe?", {"number"}),
+        ("What was the coach fare to Carrowmere?", {"number"}),
+        ("What's the rent on the flat?", {"number"}),
+        ("Did the billiard room have a piano?", set()),
         ("When did we first meet Elodie?", {"date"}),
         ("Who shot the captain?", {"name"}),
         ("What was the boat called?", {"name"}),

@@ -56,7 +56,7 @@ _POSSESSIVE = re.compile(r"['’]s$")
 _ASKING = frozenset(
     """
     remember recall again tell told know think mean ask asked anyway still wait guess sure
-    right okay ok yeah yes no hey hi hello please thanks thank
+    right okay ok yeah yes no hey hi hello please thanks thank many much
     """.split()
 )
 """Words of asking rather than of what is asked about."""
@@ -303,7 +303,7 @@ _KIND_CUES = (
         "number",
         re.compile(
             r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
-            r"|cost|price|pay|paid|owe)",
+            r"|cost|price|pay|paid|owe|(fares?|fees?|rent|bill|charged?|wages?|salary)\b)",
             re.I,
         ),
     ),
@@ -363,23 +363,31 @@ def _answer_after(
     Fell owe us?"), the start of the next message, which answers it ("That comes to four
     silver and six pence"), though it shares no word with the query: from its first sentence
     that holds the kind of answer wanted, else from its first, as many as fit `ANSWER_TOKENS`;
-    spoken sentences before gestures ("*She leans in.* The password is..."). "" otherwise, and
-    when the next message is in the prompt."""
+    spoken sentences before gestures ("*She leans in.* The password is..."), unless only the
+    gestures hold the kind of answer wanted ("*He names his price: seven marks*"). A question
+    of under `QUESTION_WORDS` words counts when it follows a match and asks for the same kind
+    of answer ("Two to Carrowmere. How much?"). "" otherwise, and when the next message is in
+    the prompt."""
+    said = _SENTENCE.split(excerpt)
     asks = any(
-        s.rstrip().endswith("?") and len(s.split()) >= QUESTION_WORDS and asked & _words(s)
-        for s in _SENTENCE.split(excerpt)
+        s.rstrip().rstrip("\"”’'").endswith("?")
+        and (
+            (len(s.split()) >= QUESTION_WORDS and asked & _words(s))
+            # a short question after a match asks the same kind ("... Carrowmere. How much?")
+            or (i > 0 and asked & _words(said[i - 1]) and wanted & answer_kinds(s))
+        )
+        for i, s in enumerate(said)
     )
     if not asks or not _hidden(following):
         return ""
     raw = _text(following)
     spoken = " ".join(_ACTION.sub(" ", raw).split())
-    plain = spoken if _WORD.search(spoken) else " ".join(_MARKUP.sub("", raw).split())
-    sentences = [s for s in _SENTENCE.split(_MARKUP.sub("", plain)) if s.strip()]
+    sentences = _sentences(spoken) if _WORD.search(spoken) else []
+    if not sentences or (wanted and _answer_at(sentences, wanted, asked) is None):
+        sentences = _sentences(raw)  # the answer is told, not said ("*He names his price*")
     if not sentences:
         return ""
-    first = next(
-        (i for i, s in enumerate(sentences[:3]) if wanted and _holds_answer(s, wanted, asked)), 0
-    )
+    first = _answer_at(sentences, wanted, asked) or 0
     taken: list[str] = []
     for sentence in sentences[first:]:
         if counter.count(" ".join([*taken, sentence])) > ANSWER_TOKENS:
@@ -388,6 +396,20 @@ def _answer_after(
     if taken:
         return " ".join(taken)
     return _around(sentences[first], frozenset(), counter, ANSWER_TOKENS)  # its start
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE.split(" ".join(_MARKUP.sub("", text).split())) if s.strip()]
+
+
+def _answer_at(
+    sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
+) -> int | None:
+    """Which of the first three sentences first holds a wanted kind of answer, if any."""
+    return next(
+        (i for i, s in enumerate(sentences[:3]) if wanted and _holds_answer(s, wanted, asked)),
+        None,
+    )
 
 
 def _around(
