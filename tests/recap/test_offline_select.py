@@ -58,6 +58,18 @@ def test_what_a_sentence_names_or_quotes_is_kept_over_description() -> None:
         assert told in kept
 
 
+def test_a_double_barrelled_name_is_kept_over_description() -> None:
+    """"Tolliver-Kane" is a name as "Tolliver" is: a hyphen does not make it prose."""
+    named = "The last entry is signed Tolliver-Kane."
+    pieces = [
+        Piece(0, "Juno", "A spiral iron staircase climbs into the gloom."),
+        Piece(1, "Juno", named),
+        Piece(2, "Juno", "Oil drums and a rusted workbench fill the floor."),
+    ]
+    kept = render(choose(pieces, COUNTER.count(named) + 4, COUNTER))
+    assert "Tolliver-Kane" in kept
+
+
 def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() -> None:
     assert number_value("14-02-27") > number_value("124") > number_value("3:12")
     assert number_value("c-2209") > number_value("31")

@@ -69,7 +69,11 @@ NAME_BONUS = 2.5
 COMMON_SHARE = 0.7
 """The share of its rarity that a lower-case word is worth (rare prose tells less than a
 name)."""
-_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][a-zà-ÿ'’-]+")
+_CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][a-zà-ÿ'’]+(?:-[A-ZÀ-Ýa-zà-ÿ][a-zà-ÿ'’]*)*")
+"""A capitalised word inside a sentence, hyphened parts and all ("Tolliver-Kane")."""
+_OPENING_NAME = re.compile(r"^[A-ZÀ-Ý][a-zà-ÿ'’]+(?=\s+[A-ZÀ-Ý][a-zà-ÿ])")
+"""A capitalised word that opens a sentence and is followed by another: the first half of a
+name ("Ambrose Tolliver-Kane."), not a sentence's first word alone."""
 
 
 @dataclass(frozen=True)
@@ -284,7 +288,10 @@ TOLD_VALUE = 4.0
 
 
 def _word_values(text: str) -> dict[str, float]:
-    capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
+    capitals = {
+        _POSSESSIVE.sub("", m.group(0).lower())
+        for m in (*_CAPITAL.finditer(text),)
+    }
     told = {
         _POSSESSIVE.sub("", w.lower()).strip("'’-")
         for m in (*_NAMING.finditer(text), *_QUOTED.finditer(text))
