@@ -59,7 +59,7 @@ def test_what_a_sentence_names_or_quotes_is_kept_over_description() -> None:
 
 
 def test_a_double_barrelled_name_is_kept_over_description() -> None:
-    """"Tolliver-Kane" is a name as "Tolliver" is: a hyphen does not make it prose."""
+    """A hyphened name ("Tolliver-Kane") is a name: the hyphen does not make it prose."""
     named = "The last entry is signed Tolliver-Kane."
     pieces = [
         Piece(0, "Juno", "A spiral iron staircase climbs into the gloom."),

@@ -71,9 +71,6 @@ COMMON_SHARE = 0.7
 name)."""
 _CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][a-zà-ÿ'’]+(?:-[A-ZÀ-Ýa-zà-ÿ][a-zà-ÿ'’]*)*")
 """A capitalised word inside a sentence, hyphened parts and all ("Tolliver-Kane")."""
-_OPENING_NAME = re.compile(r"^[A-ZÀ-Ý][a-zà-ÿ'’]+(?=\s+[A-ZÀ-Ý][a-zà-ÿ])")
-"""A capitalised word that opens a sentence and is followed by another: the first half of a
-name ("Ambrose Tolliver-Kane."), not a sentence's first word alone."""
 
 
 @dataclass(frozen=True)
@@ -288,10 +285,7 @@ TOLD_VALUE = 4.0
 
 
 def _word_values(text: str) -> dict[str, float]:
-    capitals = {
-        _POSSESSIVE.sub("", m.group(0).lower())
-        for m in (*_CAPITAL.finditer(text),)
-    }
+    capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
     told = {
         _POSSESSIVE.sub("", w.lower()).strip("'’-")
         for m in (*_NAMING.finditer(text), *_QUOTED.finditer(text))
