@@ -236,6 +236,17 @@ def _fact_keeping() -> tuple[int, int]:
     return kept, total
 
 
+def test_a_kept_clause_reads_on_from_the_one_before_it() -> None:
+    text = (
+        "*She lifts the plum to her ear.* A woman's voice comes out of it, soft and slightly "
+        "hoarse, singing in the old valley way, the words blurred with age: Sleep, little "
+        "Millwheel, the water's gone still, the miller is dreaming up on the hill."
+    )
+    said = recap(text, name="Ysolde", max_tokens=200)
+    assert "Sleep, little Millwheel" in said  # not "Sleep. Little Millwheel"
+    assert ". Little" not in said
+
+
 def test_planted_facts_survive_in_their_messages_recaps() -> None:
     """The goal: at least 90% of planted facts survive into the recap of the message that
     states them (the first version of the engine kept 59%)."""

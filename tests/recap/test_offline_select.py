@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.offline.engine import OfflineBackend, recurring_words
 from autorecap.recap.offline.select import Piece, choose, number_value, parse, render
-from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clauses
+from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clause_joints, clauses
 
 COUNTER = TokenCounter("cl100k")
 
@@ -88,6 +88,27 @@ def test_speaker_labels_are_counted_each_time_the_turn_changes(budget: int, turn
     chosen = choose(pieces, budget, COUNTER)
     if len(chosen) > 1:
         assert COUNTER.count(render(chosen)) <= budget
+
+
+def test_clauses_kept_side_by_side_read_as_their_sentence_did() -> None:
+    sentence = (
+        "An old woman sings a lullaby in the valley way, the words blurred with age: "
+        "Sleep, Little Millwheel, the water's gone still, the miller is dreaming up on the hill"
+    )
+    parts = clause_joints(sentence)
+    assert parts[0][1] == ""
+    assert all(joint in (",", ";", ":", " —") for _, joint in parts[1:])
+    pieces = [Piece(i, "Ysolde", clause, joint=joint) for i, (clause, joint) in enumerate(parts)]
+    # All of them: the sentence as written.
+    assert render(pieces) == f"Ysolde: {sentence}."
+    # The first and the third: two sentences (the second was not kept between them).
+    apart = render([pieces[0], pieces[2]])
+    assert apart.count(".") == 2
+    assert "Sleep. Little" not in render(pieces[1:3])
+    # Read back, the joined sentence is its clauses again, so a shorter line can keep one.
+    assert [p.text for p in parse(render(pieces))] == [c for c, _ in parts[:-1]] + [
+        parts[-1][0] + "."
+    ]
 
 
 def test_an_abbreviation_does_not_split_a_recap_read_back() -> None:

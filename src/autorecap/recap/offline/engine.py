@@ -34,7 +34,14 @@ from autorecap.recap.backend import (
 )
 from autorecap.recap.offline.cues import Turn, pick_scene_starts, score_scene_starts
 from autorecap.recap.offline.select import Piece, best, choose, fit_lines, parse, render
-from autorecap.recap.offline.text import about, clauses, clean, content_words, is_filler, sentences
+from autorecap.recap.offline.text import (
+    about,
+    clause_joints,
+    clean,
+    content_words,
+    is_filler,
+    sentences,
+)
 from autorecap.recap.offline.when import day_text, resolve
 
 _HEADER = re.compile(r"^(- )?(\[[^\]]{1,80}\] )?")
@@ -218,8 +225,13 @@ def _pieces(
             spoken_to = others[1] if speaker == others[0] else others[0]
         if spoken_to and spoken_to.lower() in _GENERIC:
             spoken_to = None
-        for sentence in (c for p in _parts(text) for s in sentences(p) for c in clauses(s)):
-            cleaned = clean(sentence, names)
+        kept = False  # whether the clause before was kept (a clause goes on from it only then)
+        for clause, joint in (
+            c for p in _parts(text) for s in sentences(p) for c in clause_joints(s)
+        ):
+            cleaned = clean(clause, names)
+            joint = joint if kept else ""
+            kept = False
             if not cleaned:
                 continue
             words = content_words(cleaned)
@@ -228,7 +240,12 @@ def _pieces(
             cleaned = resolve(cleaned, day)
             label = "" if narrator or speaker.lower() in _GENERIC else speaker
             said = about(cleaned, spoken_to) if label else cleaned
-            pieces.append(Piece(len(pieces), label, said, cleaned.rstrip(" \"'”").endswith("?")))
+            first = clause.lstrip()[:1]
+            if joint and said[:1].lower() == first.lower():
+                said = first + said[1:]  # as written: the sentence goes on ("Sleep, little...")
+            question = cleaned.rstrip(" \"'”").endswith("?")
+            pieces.append(Piece(len(pieces), label, said, question, joint))
+            kept = True
     return pieces
 
 

@@ -19,7 +19,14 @@ from functools import lru_cache
 
 from autorecap.core.tokens import TokenCounter
 from autorecap.core.words import STOPWORDS
-from autorecap.recap.offline.text import WORD, content_words, rarity, sentences
+from autorecap.recap.offline.text import (
+    SHORTEST_CLAUSE,
+    WORD,
+    clause_joints,
+    content_words,
+    rarity,
+    sentences,
+)
 
 SALIENT = frozenset(
     """
@@ -81,6 +88,9 @@ class Piece:
     speaker: str
     text: str
     question: bool = False
+    joint: str = ""
+    """When the piece is a clause after another of the same sentence: the mark between them
+    ("," or " —"), so that kept side by side they read as the sentence did."""
 
 
 def choose(
@@ -159,8 +169,16 @@ def render(pieces: Sequence[Piece]) -> str:
     """Chosen pieces as prose, each speaker named once per run of their sentences."""
     parts: list[str] = []
     speaker: str | None = None
-    for piece in pieces:
-        text = piece.text if piece.text[-1:] in '.!?…"”)' else piece.text + "."
+    for at, piece in enumerate(pieces):
+        text = piece.text
+        if _goes_on(pieces, at):
+            text = text.rstrip(".")  # the sentence goes on in the next piece
+        elif text[-1:] not in '.!?…"”)':
+            text += "."
+        if at and _goes_on(pieces, at - 1):
+            parts[-1] += f"{pieces[at].joint} {text}"
+            continue
+        text = text[:1].upper() + text[1:]
         if piece.speaker != speaker:
             speaker = piece.speaker
             parts.append(f"{speaker}: {text}" if speaker else text)
@@ -169,16 +187,30 @@ def render(pieces: Sequence[Piece]) -> str:
     return " ".join(parts)
 
 
+def _goes_on(pieces: Sequence[Piece], at: int) -> bool:
+    """Whether the next piece is the clause that followed this one in its sentence."""
+    if at + 1 >= len(pieces):
+        return False
+    after = pieces[at + 1]
+    return bool(after.joint) and (
+        after.position == pieces[at].position + 1 and after.speaker == pieces[at].speaker
+    )
+
+
 def parse(body: str) -> list[Piece]:
     """`render`'s prose read back into pieces (to shorten a recap line again)."""
     pieces: list[Piece] = []
     speaker = ""
-    for index, sentence in enumerate(sentences(body)):
+    for sentence in sentences(body):
         match = re.match(r"^([A-ZÀ-Ý][\w'’. -]{0,40}?):\s+(.*)$", sentence)
         if match:
             speaker, sentence = match.group(1), match.group(2)
-        if sentence:
-            pieces.append(Piece(index, speaker, sentence, sentence.endswith("?")))
+        if not sentence:
+            continue
+        # Clauses that `render` joined into one sentence are pieces again, as they were (any
+        # sentence long enough to hold two clauses is cut at its clause marks).
+        for clause, joint in clause_joints(sentence, 2 * SHORTEST_CLAUSE - 1):
+            pieces.append(Piece(len(pieces), speaker, clause, clause.endswith("?"), joint))
     return pieces
 
 

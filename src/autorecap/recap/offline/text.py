@@ -137,8 +137,15 @@ SHORTEST_CLAUSE = 6
 def clauses(sentence: str) -> list[str]:
     """A long sentence's clauses (at commas, semicolons, colons and dashes, none shorter
     than `SHORTEST_CLAUSE` words); a short sentence whole."""
-    if len(sentence.split()) <= LONG_SENTENCE:
-        return [sentence]
+    return [clause for clause, _joint in clause_joints(sentence)]
+
+
+def clause_joints(sentence: str, longest: int = LONG_SENTENCE) -> list[tuple[str, str]]:
+    """`clauses`, each with the mark that joined it to the one before ("," or "—"; "" for
+    the first): two clauses kept side by side are written as one sentence again. `longest`:
+    the most words of a sentence kept whole."""
+    if len(sentence.split()) <= longest:
+        return [(sentence, "")]
     parts = [p for p in _CLAUSE_BREAK.split(sentence) if p.strip()]
     merged: list[str] = []
     for part in parts:
@@ -149,7 +156,14 @@ def clauses(sentence: str) -> list[str]:
     if len(merged) > 1 and len(merged[-1].split()) < SHORTEST_CLAUSE:
         last = merged.pop()
         merged[-1] = f"{merged[-1]} {last}"
-    return [m.strip().rstrip(",;:—–- ") for m in merged]
+    found: list[tuple[str, str]] = []
+    joint = ""
+    for clause in merged:
+        bare = clause.strip().rstrip(",;:—–- ")
+        found.append((bare, joint))
+        tail = clause.strip()[len(bare) :].strip()
+        joint = tail[:1] if tail[:1] in ",;:" else " —"
+    return found
 
 
 def clean(sentence: str, names: frozenset[str] = frozenset()) -> str:
