@@ -17,6 +17,7 @@ from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
 from autorecap.jobs import JobQueue
 from autorecap.jobs.handlers import enqueue_pipeline
+from autorecap.jobs.refusals import REFUSALS_TO_STOP
 from autorecap.profiles import Profiles, owner_settings_file
 from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat, write_chat
@@ -119,6 +120,43 @@ def test_jobs_list_rejects_an_unknown_state(capsys: pytest.CaptureFixture[str]) 
 
 
 # --- retry and cancel ------------------------------------------------------------------------
+
+
+def test_a_refusing_llm_costs_three_calls_and_every_failed_job_retries_at_once(
+    capsys: pytest.CaptureFixture[str], llm_server: LLMServer
+) -> None:
+    store_chat(200, "long")
+    assert run(capsys, "recap", "long", "--no-wait")[0] == 0
+    for _ in range(20):
+        llm_server.error(401, {"error": {"message": "invalid api key", "type": "auth"}})
+    code, out, err = run(
+        capsys,
+        "worker",
+        "--once",
+        "--concurrency",
+        "1",  # with more, the calls already made when the third refusal came back go on too
+        "--backend",
+        "openai",
+        "--base-url",
+        llm_server.url,
+    )
+    assert len(llm_server.requests) == REFUSALS_TO_STOP  # not one per message or batch
+    assert "not sent: the LLM refused this chat's last 3 calls" in words(err)
+    assert "autorecap jobs retry --failed" in words(err)
+    failed = queue().list(states=("failed",))
+    assert len(failed) > REFUSALS_TO_STOP
+
+    code, out, err = run(capsys, "jobs", "retry")
+    assert code != 0
+    assert "give a job id, or --failed" in words(err)
+    code, out, err = run(capsys, "jobs", "retry", "--failed", "--chat", "long")
+    assert code == 0, err
+    assert out.strip() == f"{len(failed)} failed jobs of chat 'long' queued again"
+    code, out, err = run(capsys, "worker", "--once")  # fixed: the offline engine this time
+    assert code == 0, err
+    counts = queue().counts()
+    assert (counts["failed"], counts["queued"]) == (0, 0)
+    assert all(get_memory(m) for m in SQLiteStore().load_chat("long").messages)
 
 
 def test_retry_a_failed_job(capsys: pytest.CaptureFixture[str], llm_server: LLMServer) -> None:

@@ -343,8 +343,11 @@ def test_recap_failures_of_a_short_chat_are_stored_and_exit_1(
     assert code == 1
     assert "Traceback" not in err
     failed = [line for line in err.splitlines() if line.startswith("failed:")]
-    assert len(failed) == 5
-    assert failed[0].startswith("failed: message 0: cannot reach the LLM server at")
+    # One line for the five that failed alike.
+    assert len(failed) == 1
+    assert failed[0].startswith(
+        "failed: message 0 … message 4 (5 alike): cannot reach the LLM server at"
+    )
     assert "0 message recap(s)" in words(out)
     chat = read_chat(path)
     assert chat.metadata["integrity"] == "keep-me"

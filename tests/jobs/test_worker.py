@@ -23,8 +23,9 @@ from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
+from autorecap.jobs.refusals import REFUSAL_PAUSE_S, REFUSALS_TO_STOP, Refusals
 from autorecap.profiles import Profiles
-from autorecap.recap.backend import LLMError, RecapRequest, RecapResult
+from autorecap.recap.backend import LLMError, RecapRequest, RecapResult, SceneRecapRequest
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
 from autorecap.store.sqlite import SQLiteStore
@@ -331,6 +332,88 @@ def test_a_request_the_llm_refuses_fails_for_good_at_once(store: SQLiteStore) ->
     assert (job.target, job.attempts, backend.calls[bad.text]) == (bad.id, 1, 1)
     assert (stats.failed, stats.retried) == (1, 0)
     assert job.error == "the LLM server answered 400 (scripted for this message)"
+
+
+class RefusingBackend(CountingBackend):
+    """Refuses (401) every message of the chats given, as a wrong key or model would."""
+
+    def __init__(self, refused: set[str]) -> None:
+        super().__init__()
+        self.refused = refused
+
+    def message_recap(self, request: RecapRequest) -> RecapResult:
+        if request.text in self.refused:
+            with self._count_lock:
+                self.calls[request.text] += 1
+            raise LLMError("the LLM server answered 401: invalid key")
+        return super().message_recap(request)
+
+
+def test_a_chat_whose_jobs_the_llm_refuses_stops_calling_it(store: SQLiteStore) -> None:
+    """A key or model that refuses everything: after REFUSALS_TO_STOP refusals in a row the
+    chat's other jobs fail without a call, saying why and what to do; another chat's jobs,
+    which the LLM answers, go on."""
+    refused_chat = stored_chat(store, 30, seed=4, chat_id="refused")
+    other_chat = stored_chat(store, 20, seed=5, chat_id="answered")
+    queue = JobQueue(store, backoff_s=0.01)
+    settings = Settings(max_retries=5)
+    enqueue_pipeline(queue, refused_chat, settings)
+    enqueue_pipeline(queue, other_chat, settings)
+    backend = RefusingBackend({m.text for m in refused_chat.messages})
+    stats = run_worker(queue, backend, settings=settings)
+    calls = sum(backend.calls[m.text] for m in refused_chat.messages)
+    assert calls == REFUSALS_TO_STOP  # not one call per message (30)
+    failed = [j for j in queue.list(states=("failed",)) if j.kind == "message_recap"]
+    assert {j.chat_id for j in failed} == {"refused"}
+    assert len(failed) == 30
+    held = [j for j in failed if j.error.startswith("not sent:")]
+    assert len(held) == 30 - REFUSALS_TO_STOP
+    assert "refused this chat's last 3 calls (the LLM server answered 401: invalid key)" in (
+        held[0].error
+    )
+    assert "autorecap jobs retry --failed" in held[0].error
+    assert stats.failed >= 30
+    answered = store.load_chat("answered")
+    assert all(get_memory(m) for m in answered.messages)
+
+
+class SceneRefusingBackend(CountingBackend):
+    def scene_recap(self, request: SceneRecapRequest) -> RecapResult:
+        raise LLMError("the LLM server answered 400: context too long")
+
+
+def test_a_scene_recap_the_llm_refuses_fails_for_good_at_once(store: SQLiteStore) -> None:
+    chat = stored_chat(store, 60, seed=4)
+    queue = JobQueue(store, backoff_s=0.01)
+    settings = Settings(max_retries=5)
+    enqueue_pipeline(queue, chat, settings)
+    run_worker(queue, SceneRefusingBackend(), settings=settings)
+    failed = [j for j in queue.list(states=("failed",)) if j.kind == "scene_recap"]
+    assert failed
+    assert failed[0].attempts == 1  # not max_retries more calls for the same refusal
+    assert failed[0].error.startswith("scene ")
+    assert "context too long" in failed[0].error
+
+
+def test_refusals_hold_a_chat_for_a_while_then_let_one_job_try() -> None:
+    now = [0.0]
+    refusals = Refusals(clock=lambda: now[0])
+    for _ in range(REFUSALS_TO_STOP - 1):
+        refusals.refused("a", LLMError("400"))
+    assert refusals.holding("a") is None  # not yet
+    same = LLMError("400: the batch")
+    refusals.refused("a", same)
+    refusals.refused("a", same)  # a batch's jobs share one call's error: counted once
+    held = refusals.holding("a")
+    assert held is not None
+    assert f"last {REFUSALS_TO_STOP} calls" in str(held)
+    assert refusals.holding("b") is None  # per chat
+    now[0] += REFUSAL_PAUSE_S
+    assert refusals.holding("a") is None  # one job may try again
+    refusals.refused("a", LLMError("400 again"))
+    assert refusals.holding("a") is not None  # refused again: held again
+    refusals.answered("a")
+    assert refusals.holding("a") is None
 
 
 # --- concurrency -----------------------------------------------------------------------------

@@ -265,6 +265,10 @@ PROBES: dict[tuple[str, str], list[Probe]] = {
         Probe("POST", "/api/chats/mira/jobs/cancel"),
         Probe("POST", "/api/chats/bob%2Fmira/jobs/cancel", routed=False),
     ],
+    ("POST", "/api/chats/{}/jobs/retry"): [
+        Probe("POST", "/api/chats/mira/jobs/retry"),
+        Probe("POST", "/api/chats/bob%2Fmira/jobs/retry", routed=False),
+    ],
     ("GET", "/api/chats/{}/messages"): [Probe("GET", "/api/chats/mira/messages")],
     ("GET", "/api/chats/{}/messages/{}"): [Probe("GET", "/api/chats/mira/messages/0")],
     ("PATCH", "/api/chats/{}/messages/{}"): [

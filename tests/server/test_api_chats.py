@@ -629,6 +629,34 @@ def test_a_message_error_is_reported(client: TestClient) -> None:
     assert (message["status"], message["error"]) == ("error", "the LLM timed out")
 
 
+def test_retrying_a_chats_failed_jobs_leaves_other_chats_alone(client: TestClient) -> None:
+    import_chat(client, sample_bytes())
+    import_chat(client, sample_bytes(), "other")
+    assert client.post("/api/jobs/pause").status_code == 200
+    for chat in (CHAT, "other"):
+        assert client.post(url(chat, "/recap")).json()["jobs"] > 0
+        assert client.post(url(chat, "/jobs/cancel")).json()["cancelled"] > 0
+    # Cancelled jobs are not failed ones: nothing to retry yet.
+    assert client.post(url(CHAT, "/jobs/retry")).json() == {"retried": 0}
+    queue = client.app.state.registry.queue
+    ids = [j.id for j in queue.list(states=("cancelled",))]
+    owned = {j.id: j.chat_id for j in queue.list(states=("cancelled",))}
+    queue.store.run(
+        lambda db: db.execute(
+            f"UPDATE jobs SET state = 'failed', error = 'the LLM server answered 401' "
+            f"WHERE id IN ({','.join('?' * len(ids))})",
+            ids,
+        )
+    )
+    answer = client.post(url(CHAT, "/jobs/retry")).json()
+    assert answer["retried"] == sum(1 for chat in owned.values() if chat.endswith(CHAT))
+    waiting = client.get("/api/jobs", params={"state": "queued"}).json()["jobs"]
+    assert {job["chat"] for job in waiting} == {CHAT}
+    failed = client.get("/api/jobs", params={"state": "failed"}).json()["jobs"]
+    assert {job["chat"] for job in failed} == {"other"}
+    error_of(client.post(url("nobody", "/jobs/retry")), 404, "chat")
+
+
 def test_cancelling_a_chats_jobs_leaves_other_chats_alone(client: TestClient) -> None:
     import_chat(client, sample_bytes())
     import_chat(client, sample_bytes(), "other")

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.web.conftest import Proxy, chat_url, quote, wait_for_jobs
+from tests.server.conftest import StartProxy, Upstream
+from tests.web.conftest import SAMPLE_ID, Proxy, chat_url, import_sample, quote, wait_for_jobs
 
 
 def test_recap_from_the_ui_and_wait_for_the_queue(
@@ -55,6 +56,38 @@ def test_a_chats_waiting_jobs_are_cancelled_from_its_view(
         assert waiting == []
     finally:
         api.post("/jobs/resume")
+
+
+def test_a_chats_failed_jobs_are_retried_from_its_view(
+    page: Page, start_proxy: StartProxy, upstream: Upstream
+) -> None:
+    # Recaps through an upstream that refuses the key: after three refusals the chat's other
+    # jobs fail without a call; once fixed, one button queues them again.
+    for _ in range(10):
+        upstream.error(401, b'{"error": {"message": "invalid api key", "type": "auth"}}')
+    server = start_proxy(worker=True, recap_backend="upstream")
+    with httpx.Client(base_url=f"{server.origin}/api", timeout=20) as api:
+        assert api.patch("/settings", json={"llm_model": "m"}).status_code == 200
+        import_sample(api)
+        chat = SAMPLE_ID
+        page.goto(chat_url(server, chat))
+        retry = page.get_by_role("button", name="Retry failed")
+        expect(retry).to_be_hidden()
+        page.get_by_role("button", name="Recap chat").click()
+        expect(retry).to_be_visible(timeout=30_000)
+        assert len(upstream.chat_requests) <= 3 + 3  # three refusals, and calls under way
+        failed = api.get("/jobs", params={"state": "failed"}).json()["jobs"]
+        assert any("not sent: the LLM refused" in (job["error"] or "") for job in failed)
+        assert api.post("/jobs/pause").status_code == 200  # to see them queued, not redone
+        try:
+            retry.click()
+            expect(page.locator(".toast").last).to_contain_text("failed jobs of this chat again")
+            expect(retry).to_be_hidden()
+            assert api.get("/jobs", params={"state": "failed"}).json()["jobs"] == []
+            queued = api.get("/jobs", params={"state": "queued"}).json()["jobs"]
+            assert len(queued) == len(failed)
+        finally:
+            api.post("/jobs/resume")
 
 
 def test_an_older_running_recap_version_changes_the_preview(

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from autorecap import __version__
 from autorecap.errors import AutorecapError
@@ -31,6 +32,24 @@ DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default
 """The `--db` every command that reads the store takes (`autorecap.store.open_store`)."""
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+FAILURES_SHOWN = 10
+
+
+def print_failures(failures: list[str]) -> None:
+    """Failures ("where: what") on stderr, those that say the same thing together: a wrong
+    key fails every job alike, and one line with their count says it better than ten."""
+    groups: dict[str, list[str]] = {}
+    for failure in failures:
+        where, _, what = failure.partition(": ")
+        groups.setdefault(what or where, []).append(where if what else "")
+    for what, wheres in list(groups.items())[:FAILURES_SHOWN]:
+        if len(wheres) == 1:
+            line = f"{wheres[0]}: {what}" if wheres[0] else what
+        else:
+            line = f"{wheres[0]} … {wheres[-1]} ({len(wheres)} alike): {what}"
+        err.print(f"[yellow]failed:[/] {escape(line)}", soft_wrap=True)
+    if len(groups) > FAILURES_SHOWN:
+        err.print(f"… and {len(groups) - FAILURES_SHOWN} other failures (`autorecap jobs list`)")
 
 
 _OPENED: list[ChatStore] = []

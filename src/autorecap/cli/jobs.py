@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.autosave import install_signal_handlers
-from autorecap.cli._app import DbOption, app, command_store, err, out
+from autorecap.cli._app import DbOption, app, command_store, err, out, print_failures
 from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles, profiles_of
@@ -80,10 +80,30 @@ def jobs_list(
 
 
 @jobs_app.command("retry")
-def jobs_retry(job_id: Annotated[int, typer.Argument(help="Job id.")], db: DbOption = None) -> None:
-    """Queue a failed or cancelled job again."""
-    _queue(db).retry(job_id)
-    out.print(f"job {job_id} queued again")
+def jobs_retry(
+    job_id: Annotated[int | None, typer.Argument(help="Job id.")] = None,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="Every failed job instead (with --chat: its jobs).")
+    ] = False,
+    chat: Annotated[str | None, typer.Option(help="With --failed: only this chat's jobs.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Queue a failed or cancelled job again; `--failed`: every failed job (after fixing what
+    made the LLM refuse them)."""
+    if (job_id is None) == (not failed):
+        raise typer.BadParameter("give a job id, or --failed for every failed job (not both)")
+    if chat is not None and not failed:
+        raise typer.BadParameter("--chat goes with --failed")
+    queue = _queue(db)
+    if job_id is not None:
+        queue.retry(job_id)
+        out.print(f"job {job_id} queued again")
+        return
+    jobs = queue.list(states=("failed",), chat_id=chat)
+    for job in jobs:
+        queue.retry(job.id)
+    where = f" of chat {chat!r}" if chat else ""
+    out.print(f"{len(jobs)} failed job{'s' * (len(jobs) != 1)}{where} queued again")
 
 
 @jobs_app.command("cancel")
@@ -187,8 +207,7 @@ def worker(
         f"{stats.done} job(s) done, {stats.retried} to retry, {stats.failed} failed, "
         f"{stats.llm_skipped} unchanged (no LLM call)"
     )
-    for error in stats.errors[:10]:
-        err.print(f"[yellow]failed:[/] {escape(error)}", soft_wrap=True)
+    print_failures(stats.errors)
     if once and queue.paused:
         err.print("[yellow]the queue is paused[/]: `autorecap jobs resume` lets workers go on")
     if stats.failed:

@@ -35,6 +35,7 @@ from autorecap.cli._app import (
     command_store,
     err,
     out,
+    print_failures,
 )
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
@@ -204,8 +205,7 @@ def recap(
             f"{usage.completion_tokens:,} completion token(s){failed}",
             soft_wrap=True,
         )
-    for failure in stats.failures[:10]:
-        err.print(f"[yellow]failed:[/] {escape(failure)}", soft_wrap=True)
+    print_failures(stats.failures)
     if stats.failures:
         if current is None and any(f.startswith("scene recap") for f in stats.failures):
             err.print(

@@ -25,7 +25,7 @@ from autorecap.recap import (
     scene_recap_due,
     update_running_recap,
 )
-from autorecap.recap.backend import RecapBackend, RecapResult
+from autorecap.recap.backend import Failure, RecapBackend, RecapResult
 from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
@@ -185,6 +185,7 @@ def _recap_messages(
                 failures[job.id] = result
             else:
                 stored.append((job, input_hash))
+                worker.llm_answered(chat_id)
 
         def finish(db: Db) -> None:
             for job, input_hash in stored:
@@ -319,7 +320,9 @@ def _scene_recap(worker: JobContext, job: Job) -> None:
     )
     with worker.chat_lock(job.chat_id):
         if failures:
-            raise AutorecapError(failures[0])
+            raise _raised(failures[0])
+        if changed:
+            worker.llm_answered(job.chat_id)
         worker.save(chat, changed=changed, also=lambda db: worker.queue.finish(db, job))
 
 
@@ -348,11 +351,17 @@ def _running_recap(worker: JobContext, job: Job) -> None:
     with worker.chat_lock(job.chat_id):
         if failures:  # keep the versions made so far; the job is retried for the rest
             worker.save(chat, header=True)
-            raise AutorecapError(failures[0])
+            raise _raised(failures[0])
         if not added:  # no scene to fold in (most turns): the header is as saved
             worker.queue.complete(job)
             return
+        worker.llm_answered(job.chat_id)
         worker.save(chat, header=True, also=lambda db: worker.queue.finish(db, job))
+
+
+def _raised(failure: str) -> AutorecapError:
+    """The error a job fails with: a refusal by the LLM stays one (it fails for good)."""
+    return failure.raised() if isinstance(failure, Failure) else AutorecapError(failure)
 
 
 HANDLERS: dict[str, Callable[[JobContext, Job], None]] = {

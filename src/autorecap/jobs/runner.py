@@ -29,6 +29,7 @@ from autorecap.errors import AutorecapError
 from autorecap.jobs.context import ChatMovedError, WorkerStats
 from autorecap.jobs.handlers import HANDLERS
 from autorecap.jobs.queue import Job, JobQueue
+from autorecap.jobs.refusals import NotSentError, Refusals
 from autorecap.pacing import pausing
 from autorecap.profiles import Profiles, profiles_of
 from autorecap.recap.backend import LLMError, RecapBackend
@@ -39,6 +40,8 @@ from autorecap.store.migrations import StaleChatError, UnknownChatError
 log = logging.getLogger("autorecap.jobs")
 SLICE_S = 0.02
 """How long a job runs without pausing once it has waited `patience_s` for requests."""
+LLM_KINDS = frozenset({"message_recap", "scene_recap", "running_recap"})
+"""The kinds of job that may call an LLM (scene detection by cues calls none)."""
 STALE_TRIES = 4
 """How often a job runs again at once when another process saved its chat first."""
 
@@ -117,6 +120,7 @@ class Worker:
         self._running: set[int] = set()
         self._running_lock = threading.Lock()  # not the chat lock: LLM calls may hold that
         self._data_version: tuple[int, int] | None = None
+        self.refusals = Refusals()
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -200,6 +204,10 @@ class Worker:
         except KeyError:
             self.queue.fail(job, f"unknown job kind {job.kind!r}")
             return
+        held = self.refusals.holding(job.chat_id) if job.kind in LLM_KINDS else None
+        if held is not None:
+            self.record_failure(job, held)
+            return
         try:
             self.check_cancel(job)
             with pausing(self._pause):
@@ -252,18 +260,26 @@ class Worker:
         (a model that will not recap cost 20 times the chat)."""
         final = isinstance(error, LLMError) and not error.retryable
         state = self.queue.fail(job, str(error), final=final)
+        if final and not isinstance(error, NotSentError):
+            self.refusals.refused(job.chat_id, error)
         with self._lock:
             if state == "failed":
                 self.stats.failed += 1
                 self.stats.errors.append(f"{job.label}: {error}")
             else:
                 self.stats.retried += 1
-        log.warning("job %s (%s) failed: %s; now %s", job.id, job.label, error, state)
+        # A job not sent says what its chat's first refusals said already: not again loudly.
+        level = logging.INFO if isinstance(error, NotSentError) else logging.WARNING
+        log.log(level, "job %s (%s) failed: %s; now %s", job.id, job.label, error, state)
 
     def record_done(self) -> None:
         """Count a job done by a handler besides its own."""
         with self._lock:
             self.stats.done += 1
+
+    def llm_answered(self, chat_id: str) -> None:
+        """A recap came back for the chat: the LLM answers it (`Refusals`)."""
+        self.refusals.answered(chat_id)
 
     def check_cancel(self, job: Job) -> None:
         """Stop a job that was cancelled while it ran, before it changes anything (the

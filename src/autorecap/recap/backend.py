@@ -26,6 +26,25 @@ class LLMError(AutorecapError):
         self.retryable = retryable
 
 
+class Failure(str):
+    """A failure as the pipeline lists it ("scene 3: the LLM refused..."), with the error
+    behind it: a job must know whether the LLM refused for good or may answer later."""
+
+    error: AutorecapError
+
+    def __new__(cls, line: str, error: AutorecapError) -> Failure:
+        made = super().__new__(cls, line)
+        made.error = error
+        return made
+
+    def raised(self) -> AutorecapError:
+        """The error to raise for this failure: its line, of the kind of the error behind
+        it (an LLM's refusal stays one)."""
+        if isinstance(self.error, LLMError):
+            return LLMError(str(self), status=self.error.status, retryable=self.error.retryable)
+        return AutorecapError(str(self))
+
+
 @dataclass(frozen=True)
 class ContextMessage:
     """An earlier message shown with the one being recapped."""

@@ -12,7 +12,7 @@ from autorecap.core import combined
 from autorecap.core.model import Chat
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
-from autorecap.recap.backend import MergeRequest, RecapBackend
+from autorecap.recap.backend import Failure, MergeRequest, RecapBackend
 from autorecap.recap.running_recap import enforce_cap
 from autorecap.settings import Settings
 
@@ -48,7 +48,7 @@ def update_combined_recap(
         result = backend.merge_recaps(request)
     except AutorecapError as error:
         if failures is not None:
-            failures.append(f"combined recap: {error}")
+            failures.append(Failure(f"combined recap: {error}", error))
         return 0
     text = enforce_cap(result.memory, settings.combined_recap_max_tokens, counter)
     if not text.strip():

@@ -22,7 +22,7 @@ from autorecap.core.scenes import Scene, scenes
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
-from autorecap.recap.backend import CombineRequest, RecapBackend
+from autorecap.recap.backend import CombineRequest, Failure, RecapBackend
 from autorecap.recap.offline.engine import OfflineBackend, cut_to
 from autorecap.settings import Settings
 
@@ -128,7 +128,7 @@ def _fold(
         result = backend.combine(dataclasses.replace(request, max_tokens=target))
     except AutorecapError as error:
         if failures is not None:
-            failures.append(f"running recap, scene {scene.number + 1}: {error}")
+            failures.append(Failure(f"running recap, scene {scene.number + 1}: {error}", error))
         return None
     return enforce_cap(result.memory, request.max_tokens, counter)
 

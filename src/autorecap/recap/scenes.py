@@ -14,7 +14,7 @@ from autorecap.core.scenes import Scene, add_recap_version, content_hash, scenes
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
-from autorecap.recap.backend import RecapBackend, SceneMessage, SceneRecapRequest
+from autorecap.recap.backend import Failure, RecapBackend, SceneMessage, SceneRecapRequest
 from autorecap.recap.offline.cues import place_of
 from autorecap.recap.running_recap import enforce_cap
 from autorecap.settings import Settings
@@ -65,7 +65,7 @@ def recap_scenes(
             result = backend.scene_recap(request)
         except AutorecapError as error:
             if failures is not None:
-                failures.append(f"scene {scene.number + 1}: {error}")
+                failures.append(Failure(f"scene {scene.number + 1}: {error}", error))
             continue
         add_recap_version(
             message,

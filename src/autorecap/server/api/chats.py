@@ -335,6 +335,18 @@ def cancel_chat_jobs(chat: str, scope: Owner, registry: Registry) -> dict[str, A
     return {"cancelled": len(waiting)}
 
 
+@router.post("/chats/{chat}/jobs/retry")
+def retry_chat_jobs(chat: str, scope: Owner, registry: Registry) -> dict[str, Any]:
+    """Queue the chat's failed jobs again, with fresh retries (after fixing what made the LLM
+    refuse them: its model, key or base URL)."""
+    with open_chat(scope, registry, chat) as session:
+        internal = session.chat.id
+    failed = registry.queue.list(states=("failed",), chat_id=internal)
+    for job in failed:
+        registry.queue.retry(job.id)
+    return {"retried": len(failed)}
+
+
 # --- messages ----------------------------------------------------------------------------------
 
 

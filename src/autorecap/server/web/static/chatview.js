@@ -98,6 +98,11 @@ export class ChatView {
       { type: "button", id: "cancel-chat-jobs", hidden: true, onclick: () => this.cancelChatJobs() },
       "Cancel jobs",
     );
+    this.retryJobs = h(
+      "button",
+      { type: "button", id: "retry-chat-jobs", hidden: true, onclick: () => this.retryChatJobs() },
+      "Retry failed",
+    );
     this.memoryChip = h("button", {
       type: "button",
       class: "chip",
@@ -137,6 +142,7 @@ export class ChatView {
         this.memoryChip,
         this.jobsChip,
         this.cancelJobs,
+        this.retryJobs,
         h("label", { class: "inline" }, this.force, "redo edited recaps"),
         h("button", { type: "button", class: "primary", id: "recap-chat", onclick: () => this.recapChat() }, "Recap chat"),
         h("button", { type: "button", onclick: () => exportChat(this.chat) }, "Export"),
@@ -213,6 +219,16 @@ export class ChatView {
     const active = (jobs.running || 0) + (jobs.queued || 0);
     this.jobsChip.dataset.active = String(active);
     this.cancelJobs.hidden = !active;
+    this.retryJobs.hidden = !jobs.failed;
+  }
+
+  /** Queue this chat's failed jobs again (after fixing the recap model, key or URL). */
+  async retryChatJobs() {
+    const data = await this.act(() => api.post(chatPath(this.chat, "jobs", "retry")));
+    if (!data) return;
+    toast(`Queued ${formatCount(data.retried)} failed jobs of this chat again`);
+    this.showChatJobs({ queued: data.retried, running: 0, failed: 0 });
+    monitor.kick();
   }
 
   /** Cancel this chat's waiting and running jobs (a recap of a long chat on a paid LLM). */
