@@ -53,7 +53,18 @@ def test_mark_rename_and_unmark_a_scene_break(
     scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]
     assert [s["visible"] for s in scenes if s["break_index"] == 12] == [True]
 
-    row.get_by_role("button", name="Remove the scene break after message 12").click()
+    # Removing asks first; cancelled, the break stays.
+    remove = row.get_by_role("button", name="Remove the scene break after message 12")
+    remove.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Remove the scene break after message 12?")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    expect(row.locator(".scene-break")).to_have_count(1)
+    scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]
+    assert [s["break_index"] for s in scenes if s["break_index"] is not None] == [12]
+    remove.click()
+    dialog.get_by_role("button", name="Remove").click()
     expect(row.locator(".scene-break")).to_have_count(0)
     expect(navigator).not_to_contain_text("Back room")
     scenes = api.get(f"/chats/{quote(sample)}/scenes").json()["scenes"]

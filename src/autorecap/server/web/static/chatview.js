@@ -5,7 +5,7 @@
 import { ApiError, api, chatPath } from "./api.js";
 import { MessageCache, PAGE } from "./cache.js";
 import { exportChat } from "./chatlist.js";
-import { fill, formatCount, h, toast } from "./dom.js";
+import { confirmDialog, fill, formatCount, h, toast } from "./dom.js";
 import { monitor } from "./jobs.js";
 import { MemoryPanel } from "./memory.js";
 import { messageRow, placeholderRow } from "./messages.js";
@@ -433,6 +433,10 @@ export class ChatView {
   }
 
   async unmarkBreak(index) {
+    const asked =
+      `Remove the scene break after message ${index}? Its scene joins the next one in the ` +
+      "running recap. Its recap versions are kept: marking the break again brings them back.";
+    if (!(await confirmDialog(asked, "Remove"))) return;
     await this.act(() => api.del(chatPath(this.chat, "scenes", index)), `Scene break after message ${index} removed`);
     this.editing = null;
     await this.reloadRow(index);
