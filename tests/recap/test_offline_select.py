@@ -111,6 +111,14 @@ def test_clauses_kept_side_by_side_read_as_their_sentence_did() -> None:
     ]
 
 
+def test_a_name_between_commas_stays_with_what_it_names() -> None:
+    sentence = (
+        "went to a physio on Thursday, Saskia Thorne, she's brilliant but she pressed one "
+        "spot and I nearly kicked her in the face"
+    )
+    assert clause_joints(sentence)[0] == ("went to a physio on Thursday, Saskia Thorne", "")
+
+
 def test_an_abbreviation_does_not_split_a_recap_read_back() -> None:
     pieces = parse("Dana: She checks Mr. Pruitt's pupils. GCS 15 now.")
     assert [p.text for p in pieces] == ["She checks Mr. Pruitt's pupils.", "GCS 15 now."]

@@ -140,6 +140,11 @@ def clauses(sentence: str) -> list[str]:
     return [clause for clause, _joint in clause_joints(sentence)]
 
 
+_APPOSITION = re.compile(r"^(?:[A-ZÀ-Ý][\w'’.-]*\s+){0,2}[A-ZÀ-Ý][\w'’.-]*,\s*$")
+"""A name alone between commas ("a physio, Saskia Thorne, who..."): it belongs to the clause
+before it, which it names, not to the one after."""
+
+
 def clause_joints(sentence: str, longest: int = LONG_SENTENCE) -> list[tuple[str, str]]:
     """`clauses`, each with the mark that joined it to the one before ("," or "—"; "" for
     the first): two clauses kept side by side are written as one sentence again. `longest`:
@@ -151,6 +156,8 @@ def clause_joints(sentence: str, longest: int = LONG_SENTENCE) -> list[tuple[str
     for part in parts:
         if merged and len(merged[-1].split()) < SHORTEST_CLAUSE:
             merged[-1] = f"{merged[-1]} {part}"
+        elif merged and _APPOSITION.match(part):
+            merged[-1] = f"{merged[-1]} {part}"  # a name goes with what it names
         else:
             merged.append(part)
     if len(merged) > 1 and len(merged[-1].split()) < SHORTEST_CLAUSE:
