@@ -129,6 +129,32 @@ def test_an_older_running_recap_version_changes_the_preview(
     shot(page, "preview")
 
 
+def test_a_chat_is_bound_to_a_settings_profile_from_its_memory_tab(
+    page: Page, server: Proxy, api: httpx.Client, sample: str, shot: Callable[[Page, str], None]
+) -> None:
+    assert api.post("/profiles", json={"name": "Short"}).status_code == 201
+    changed = api.patch(
+        "/settings", params={"profile": "Short"}, json={"running_scene_recap_max_tokens": 300}
+    )
+    assert changed.status_code == 200
+    page.goto(chat_url(server, sample, "memory"))
+    effective = page.locator("#chat-profile-effective")
+    expect(effective).to_contain_text("runs with the profile “Default”: the active profile")
+    page.get_by_label("Bind this chat to").select_option("Short")
+    expect(page.locator(".toast").last).to_contain_text("now runs with the profile “Short”")
+    expect(effective).to_contain_text("runs with the profile “Short”: bound to this chat")
+    runs = api.get("/settings", params={"chat": sample}).json()
+    assert runs["profile"] == "Short"
+    assert runs["values"]["running_scene_recap_max_tokens"] == 300
+    assert runs["bindings"]["chat"] == {sample: "Short"}
+    shot(page, "chat-profile")
+
+    page.get_by_label("Bind this chat to").select_option("")
+    expect(effective).to_contain_text("runs with the profile “Default”: the active profile")
+    runs = api.get("/settings", params={"chat": sample}).json()
+    assert (runs["profile"], runs["bindings"]["chat"]) == ("Default", {})
+
+
 def test_memory_off_removes_the_injection(
     page: Page, server: Proxy, api: httpx.Client, recapped: str
 ) -> None:

@@ -1,6 +1,7 @@
-// The memory switches: this chat's own (on, off, or the default) and the global one.
+// The memory switches: this chat's own (on, off, or the default) and the global one; and the
+// settings profile the chat runs with (bound to it, or the active one).
 
-import { api, chatPath } from "./api.js";
+import { api, chatPath, request } from "./api.js";
 import { fill, h, toast } from "./dom.js";
 
 export class MemoryPanel {
@@ -26,7 +27,10 @@ export class MemoryPanel {
 
   async refresh() {
     try {
-      this.data = await api.get(chatPath(this.view.chat, "memory"));
+      [this.data, this.settings] = await Promise.all([
+        api.get(chatPath(this.view.chat, "memory")),
+        api.get("/api/settings", { chat: this.view.chat }),
+      ]);
     } catch (error) {
       fill(this.body, h("p", { class: "field-error" }, error.message));
       return;
@@ -95,7 +99,52 @@ export class MemoryPanel {
           h("label", { for: "memory-global-state" }, "Memory on (the global switch)"),
         ),
       ),
+      this.profileField(),
     );
+  }
+
+  /** Which settings profile this chat runs with, and a choice to bind it to another. */
+  profileField() {
+    const { profile, profiles = [], active_profile: active, bindings = {} } = this.settings;
+    const bound = (bindings.chat || {})[this.view.chat] || "";
+    const how = bound
+      ? "bound to this chat"
+      : profile !== active
+        ? "bound to its character"
+        : "the active profile, as every chat without a binding";
+    const select = h(
+      "select",
+      { id: "chat-profile", onchange: (event) => this.bindProfile(event.target.value, bound) },
+      h("option", { value: "", selected: !bound }, `No binding: the active profile (${active})`),
+      profiles.map((name) => h("option", { value: name, selected: name === bound }, name)),
+    );
+    return h(
+      "fieldset",
+      {},
+      h("legend", {}, "Settings profile"),
+      h("p", { id: "chat-profile-effective" }, `This chat runs with the profile “${profile}”: ${how}.`),
+      h("label", { for: "chat-profile" }, "Bind this chat to"),
+      select,
+      h("p", { class: "hint" }, "Profiles are made and edited on the Settings page."),
+    );
+  }
+
+  async bindProfile(name, bound) {
+    try {
+      if (name) {
+        await api.put(`/api/profiles/${encodeURIComponent(name)}/bindings`, { chat: this.view.chat });
+        toast(`This chat now runs with the profile “${name}”`);
+      } else if (bound) {
+        await request("DELETE", `/api/profiles/${encodeURIComponent(bound)}/bindings`, {
+          json: { chat: this.view.chat },
+        });
+        toast("This chat now runs with the active profile");
+      }
+    } catch (error) {
+      toast(error.message, "error");
+    }
+    await this.refresh();
+    this.view.changed();
   }
 
   async setChat(value) {
