@@ -236,6 +236,16 @@ def _fact_keeping() -> tuple[int, int]:
     return kept, total
 
 
+def test_a_code_in_a_long_clause_is_kept_over_a_gesture() -> None:
+    text = (
+        "Ennis Council's buying. *slides the stamped paper across* Claim's registered with the "
+        "harbourmaster, all legal and boring, number 7-SABLE-22 if anybody asks, and anybody "
+        "who isn't us touches that lens, they're thieves, not salvagers. Sit on it, Tams, I "
+        "know you want to draw a moustache on the seal."
+    )
+    assert "7-SABLE-22" in recap(text, name="Juno", max_tokens=80)
+
+
 def test_a_kept_clause_reads_on_from_the_one_before_it() -> None:
     text = (
         "*She lifts the plum to her ear.* A woman's voice comes out of it, soft and slightly "

@@ -57,6 +57,10 @@ _CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
 
 
+CODE_FACTOR = 2.0
+"""How much more a code is worth than a plain number of as many digits."""
+
+
 def number_value(word: str) -> float:
     """What a word with digits is worth: a code, an address or a long number ("14-02-27",
     "c-2209", "60312") is asked for later more than a clock time, which narration is full
@@ -67,7 +71,9 @@ def number_value(word: str) -> float:
     # digits: it is worth as much more.
     digits = max(1.0, len(_DIGITS.findall(word)) / 3)
     if _CODE.match(word):
-        return NUMBER_VALUE * 1.3 * digits
+        # A code tells nothing else, and is asked for word for word: it must outweigh the
+        # clause around it ("number 7-SABLE-22 if anybody asks, and anybody who...").
+        return NUMBER_VALUE * CODE_FACTOR * digits
     return NUMBER_VALUE * digits
 
 
