@@ -27,7 +27,7 @@ from autorecap.core.model import Chat, Message
 from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter
-from autorecap.core.words import STOPWORDS, stems
+from autorecap.core.words import STOPWORDS, other_forms, stems
 from autorecap.settings import Settings
 
 RECALL_KEY = "auto_recap_memory_recall"
@@ -80,7 +80,8 @@ class RecallPiece:
 
 def query_words(text: str) -> list[str]:
     """The words of a query worth searching for, in order, each once: no stopwords or words
-    of asking; a code such as "14-02-27" stays whole."""
+    of asking; a code such as "14-02-27" stays whole; then the other forms of its irregular
+    verbs ("paid" after "pay")."""
     found: list[str] = []
     text = "\n".join(_NAMING_CUE.sub("", line) for line in text.splitlines())
     for match in _WORD.finditer(text.lower()):
@@ -92,7 +93,8 @@ def query_words(text: str) -> list[str]:
             continue
         if word not in found:
             found.append(word)
-    return found[:MOST_WORDS]
+    found = found[:MOST_WORDS]
+    return found + [form for word in found for form in other_forms(word) if form not in found]
 
 
 def query_text(messages: Sequence[Message]) -> str:
@@ -309,7 +311,7 @@ _KIND_CUES = (
     ),
     ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
     ("name", re.compile(r"\b(who|whom|whose|which|name[ds]?|called)\b", re.I)),
-    ("place", re.compile(r"\bwhere\b", re.I)),
+    ("place", re.compile(r"\b(where|address|what (street|town|city|village|country))\b", re.I)),
 )
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"

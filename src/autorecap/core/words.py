@@ -24,6 +24,37 @@ def stems(words: Iterable[str]) -> list[str]:
     return list(stemmer.stemWords(list(words)))
 
 
+_IRREGULAR = """
+    pay paid | buy bought | sell sold | meet met | leave left | take took taken | give gave given
+    tell told | find found | lose lost | keep kept | send sent | spend spent | bring brought
+    think thought | go went gone | come came | run ran | win won | write wrote written
+    hide hid hidden | steal stole stolen | break broke broken | choose chose chosen
+    drive drove driven | eat ate eaten | fall fell fallen | feel felt | hold held | hear heard
+    know knew known | make made | sing sang sung | see saw seen | sit sat | speak spoke spoken
+    stand stood | teach taught | throw threw thrown | wear wore worn | begin began begun
+    bite bit bitten | blow blew blown | build built | burn burnt | catch caught | cost
+    draw drew drawn | drink drank drunk | fight fought | fly flew flown | forget forgot forgotten
+    freeze froze frozen | get got gotten | grow grew grown | hang hung | hit | hurt | lead led
+    lend lent | lie lay lain | light lit | mean meant | ride rode ridden | ring rang rung
+    rise rose risen | seek sought | shoot shot | shut | sink sank sunk | sleep slept | slide slid
+    spin spun | split | spread | sting stung | strike struck | swear swore sworn | swim swam swum
+    swing swung | tear tore torn | wake woke woken | weep wept | bet | bleed bled | bind bound
+    dig dug | feed fed | flee fled | forgive forgave forgiven | bear bore born | owe owed
+    """
+_FORMS: dict[str, tuple[str, ...]] = {
+    form: tuple(other for other in group if other != form)
+    for group in (part.split() for line in _IRREGULAR.splitlines() for part in line.split("|"))
+    for form in group
+    if len(group) > 1
+}
+
+
+def other_forms(word: str) -> tuple[str, ...]:
+    """The other forms of an irregular verb ("paid" for "pay", "bought" for "buy"), which a
+    stemmer does not reach: a question asks "how much did she pay?" of "she paid nine"."""
+    return _FORMS.get(word, ())
+
+
 STOPWORDS = frozenset(
     """
     a about above after again against all also am an and any are as at be because been before
