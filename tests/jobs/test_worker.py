@@ -23,6 +23,7 @@ from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
+from autorecap.jobs.queue import Job
 from autorecap.jobs.refusals import REFUSAL_PAUSE_S, REFUSALS_TO_STOP, Refusals
 from autorecap.profiles import Profiles
 from autorecap.recap.backend import LLMError, RecapRequest, RecapResult, SceneRecapRequest
@@ -395,25 +396,54 @@ def test_a_scene_recap_the_llm_refuses_fails_for_good_at_once(store: SQLiteStore
     assert "context too long" in failed[0].error
 
 
+def job_of(chat: str, *, queued: float = 0.0, retried: float | None = None) -> Job:
+    at = queued if retried is None else retried
+    return Job(
+        1, "message_recap", chat, 1, 0, "running", 1, 3, 0.0, None, 0.0, None, queued, at, None
+    )
+
+
 def test_refusals_hold_a_chat_for_a_while_then_let_one_job_try() -> None:
-    now = [0.0]
+    now = [100.0]
     refusals = Refusals(clock=lambda: now[0])
     for _ in range(REFUSALS_TO_STOP - 1):
         refusals.refused("a", LLMError("400"))
-    assert refusals.holding("a") is None  # not yet
+    assert refusals.holding(job_of("a")) is None  # not yet
     same = LLMError("400: the batch")
     refusals.refused("a", same)
     refusals.refused("a", same)  # a batch's jobs share one call's error: counted once
-    held = refusals.holding("a")
+    held = refusals.holding(job_of("a"))
     assert held is not None
     assert f"last {REFUSALS_TO_STOP} calls" in str(held)
-    assert refusals.holding("b") is None  # per chat
+    assert refusals.holding(job_of("b")) is None  # per chat
+    # A job queued again after the refusals (the user fixed the settings) is sent.
+    assert refusals.holding(job_of("a", retried=now[0] + 1)) is None
+    assert refusals.holding(job_of("a", retried=now[0] - 1)) is not None  # before: held
     now[0] += REFUSAL_PAUSE_S
-    assert refusals.holding("a") is None  # one job may try again
+    assert refusals.holding(job_of("a")) is None  # one job may try again...
+    assert refusals.holding(job_of("a")) is not None  # ...and the others wait for its answer
     refusals.refused("a", LLMError("400 again"))
-    assert refusals.holding("a") is not None  # refused again: held again
+    assert refusals.holding(job_of("a")) is not None  # refused again: held again
     refusals.answered("a")
-    assert refusals.holding("a") is None
+    assert refusals.holding(job_of("a")) is None
+
+
+def test_jobs_retried_after_a_fix_are_sent_by_the_same_worker(store: SQLiteStore) -> None:
+    chat = stored_chat(store, 12, seed=4, chat_id="fixed")
+    queue = JobQueue(store, backoff_s=0.01)
+    settings = Settings(max_retries=5)
+    enqueue_pipeline(queue, chat, settings)
+    backend = RefusingBackend({m.text for m in chat.messages})
+    worker = Worker(queue, lambda _: backend, settings=settings, idle_sleep=0.01)
+    worker.run()
+    failed = queue.list(states=("failed",))
+    assert any((j.error or "").startswith("not sent:") for j in failed)
+    backend.refused = set()  # the key was fixed
+    for job in failed:
+        queue.retry(job.id)
+    worker.run()
+    assert queue.list(states=("failed",)) == []
+    assert all(get_memory(m) for m in store.load_chat("fixed").messages)
 
 
 # --- concurrency -----------------------------------------------------------------------------

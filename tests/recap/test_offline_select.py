@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.tokens import TokenCounter
-from autorecap.recap.offline.engine import OfflineBackend, recurring_words
+from autorecap.recap.backend import MergeRequest
+from autorecap.recap.offline.engine import OfflineBackend, _pieces, recurring_words
 from autorecap.recap.offline.select import Piece, choose, number_value, parse, render
 from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clause_joints, clauses
 
@@ -109,6 +110,36 @@ def test_clauses_kept_side_by_side_read_as_their_sentence_did() -> None:
     assert [p.text for p in parse(render(pieces))] == [c for c, _ in parts[:-1]] + [
         parts[-1][0] + "."
     ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Mara: He waited at the dock for hours and hours and hours — then he left for the inn.",
+        "Mara: We took the ferry to Carrowmere at dawn, paid the ferryman eleven silver marks.",
+    ],
+)
+def test_a_line_read_back_and_written_again_is_the_same(line: str) -> None:
+    assert render(parse(line)) == line
+
+
+def test_the_combined_recap_keeps_a_long_sentence_whole() -> None:
+    said = "Mara: We took the ferry to Carrowmere at dawn, paid the ferryman eleven silver marks."
+    merged = OfflineBackend(COUNTER).merge_recaps(MergeRequest((said,), 200)).memory
+    assert merged == said
+
+
+def test_a_clause_whose_first_words_were_dropped_is_a_sentence_of_its_own() -> None:
+    text = (
+        "He waited at the dock for hours and hours and hours, so the ferryman finally came "
+        "across the water with his lantern swinging."
+    )
+    said = render(_pieces([("Mara", text, False)], frozenset(), None, None))
+    assert ", The" not in said
+    assert said == (
+        "Mara: He waited at the dock for hours and hours and hours. The ferryman finally came "
+        "across the water with his lantern swinging."
+    )
 
 
 def test_a_name_between_commas_stays_with_what_it_names() -> None:

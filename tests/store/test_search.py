@@ -92,6 +92,24 @@ def test_the_best_match_comes_first(store: ChatStore) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_an_irregular_verb_finds_its_other_forms_without_crowding_out_the_words_asked(
+    store: ChatStore,
+) -> None:
+    chat = stored(
+        store,
+        texts=(
+            "She paid eleven silver marks for it.",
+            "She tucked the silver key into the lining of the captain's old coat.",
+            "Nothing of note.",
+        ),
+    )
+    # "pay" and "paid" are not one stem.
+    assert found(store, "c", "What did she pay?") == [chat.messages[0].id]
+    # The forms of "hide" and "stole" are looked for besides the six words asked, not instead.
+    asked = "Where did Mara hide the silver key she stole from the captain?"
+    assert chat.messages[1].id in found(store, "c", asked)
+
+
 def test_limit_caps_the_hits(store: ChatStore) -> None:
     stored(store, texts=tuple(f"The kestrel flew past mark {i}." for i in range(10)))
     assert len(store.search("c", "kestrel")) == 10

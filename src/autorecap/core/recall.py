@@ -80,8 +80,7 @@ class RecallPiece:
 
 def query_words(text: str) -> list[str]:
     """The words of a query worth searching for, in order, each once: no stopwords or words
-    of asking; a code such as "14-02-27" stays whole; then the other forms of its irregular
-    verbs ("paid" after "pay")."""
+    of asking; a code such as "14-02-27" stays whole."""
     found: list[str] = []
     text = "\n".join(_NAMING_CUE.sub("", line) for line in text.splitlines())
     for match in _WORD.finditer(text.lower()):
@@ -93,8 +92,22 @@ def query_words(text: str) -> list[str]:
             continue
         if word not in found:
             found.append(word)
-    found = found[:MOST_WORDS]
-    return found + [form for word in found for form in other_forms(word) if form not in found]
+    return found[:MOST_WORDS]
+
+
+def query_forms(query: str, words: Sequence[str]) -> list[str]:
+    """The other forms of the irregular verbs among `words` (the words a search keeps of
+    `query`), which a stemmer does not reach: "paid" for "pay". Not of a name ("Drew",
+    "Rose" written with a capital inside the query), nor a stopword or a word of asking."""
+    named = {m.group(0).lower() for m in _CAPITALISED.finditer(query)}
+    found: list[str] = []
+    for word in words:
+        if word in named:
+            continue
+        for form in other_forms(word):
+            if form not in words and form not in found and form not in STOPWORDS | _ASKING:
+                found.append(form)
+    return found
 
 
 def query_text(messages: Sequence[Message]) -> str:
@@ -245,8 +258,10 @@ def _words(text: str) -> frozenset[str]:
 
 
 def _asked(query: str) -> frozenset[str]:
-    """The words of a query, as `_words` reads a text."""
-    return frozenset().union(*(_words(word) for word in query_words(query)))
+    """The words of a query, as `_words` reads a text (the other forms of its irregular verbs
+    too)."""
+    words = query_words(query)
+    return frozenset().union(*(_words(word) for word in [*words, *query_forms(query, words)]))
 
 
 def _excerpt(
@@ -385,8 +400,12 @@ def _answer_after(
     raw = _text(following)
     spoken = " ".join(_ACTION.sub(" ", raw).split())
     sentences = _sentences(spoken) if _WORD.search(spoken) else []
-    if not sentences or (wanted and _answer_at(sentences, wanted, asked) is None):
-        sentences = _sentences(raw)  # the answer is told, not said ("*He names his price*")
+    if not sentences:
+        sentences = _sentences(raw)  # all gesture: the gesture is the answer
+    elif wanted and _answer_at(sentences, wanted, asked) is None:
+        told = _sentences(raw)
+        if _answer_at(told, wanted, asked) is not None:
+            sentences = told  # the answer is told, not said ("*He names his price*")
     if not sentences:
         return ""
     first = _answer_at(sentences, wanted, asked) or 0

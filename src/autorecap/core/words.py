@@ -32,14 +32,14 @@ _IRREGULAR = """
     drive drove driven | eat ate eaten | fall fell fallen | feel felt | hold held | hear heard
     know knew known | make made | sing sang sung | see saw seen | sit sat | speak spoke spoken
     stand stood | teach taught | throw threw thrown | wear wore worn | begin began begun
-    bite bit bitten | blow blew blown | build built | burn burnt | catch caught | cost
+    blow blew blown | build built | burn burnt | catch caught
     draw drew drawn | drink drank drunk | fight fought | fly flew flown | forget forgot forgotten
-    freeze froze frozen | get got gotten | grow grew grown | hang hung | hit | hurt | lead led
-    lend lent | lie lay lain | light lit | mean meant | ride rode ridden | ring rang rung
-    rise rose risen | seek sought | shoot shot | shut | sink sank sunk | sleep slept | slide slid
-    spin spun | split | spread | sting stung | strike struck | swear swore sworn | swim swam swum
-    swing swung | tear tore torn | wake woke woken | weep wept | bet | bleed bled | bind bound
-    dig dug | feed fed | flee fled | forgive forgave forgiven | bear bore born | owe owed
+    freeze froze frozen | get got gotten | grow grew grown | hang hung | lead led
+    lend lent | light lit | mean meant | ride rode ridden | ring rang rung
+    seek sought | shoot shot | sink sank sunk | sleep slept | slide slid
+    spin spun | sting stung | strike struck | swear swore sworn | swim swam swum
+    swing swung | tear tore torn | wake woke woken | weep wept | bleed bled | bind bound
+    dig dug | feed fed | flee fled | forgive forgave forgiven
     """
 _FORMS: dict[str, tuple[str, ...]] = {
     form: tuple(other for other in group if other != form)

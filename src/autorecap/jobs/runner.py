@@ -120,7 +120,7 @@ class Worker:
         self._running: set[int] = set()
         self._running_lock = threading.Lock()  # not the chat lock: LLM calls may hold that
         self._data_version: tuple[int, int] | None = None
-        self.refusals = Refusals()
+        self.refusals = Refusals(queue.clock)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -204,7 +204,7 @@ class Worker:
         except KeyError:
             self.queue.fail(job, f"unknown job kind {job.kind!r}")
             return
-        held = self.refusals.holding(job.chat_id) if job.kind in LLM_KINDS else None
+        held = self.refusals.holding(job) if job.kind in LLM_KINDS else None
         if held is not None:
             self.record_failure(job, held)
             return

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from autorecap.core.recall import query_words
+from autorecap.core.recall import query_forms, query_words
 from autorecap.store.base import Db, Rows
 from autorecap.store.migrations import SettingsConflictError, StoreError
 from autorecap.store.postgres_migrations import apply_migrations
@@ -259,6 +259,7 @@ class PostgresStore(SqlStore):
         words = rarest(query_words(query))
         if not words:
             return []
+        words += query_forms(query, words)  # "paid" for "pay": not one stem
         asked = " || ".join(["phraseto_tsquery('autorecap', %s)"] * len(words))
         sql = (
             f"SELECT id, ts_rank('{RANK_WEIGHTS}', recall, q, 1) AS rank "

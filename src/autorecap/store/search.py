@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from wordfreq import zipf_frequency
 
-from autorecap.core.recall import query_words
+from autorecap.core.recall import query_forms, query_words
 from autorecap.core.words import stems
 
 COLUMN_WEIGHTS = (0.0, 1.0, 1.2, 0.8)
@@ -86,6 +86,7 @@ def search(
     words = rarest(query_words(query))
     if not words:
         return []
+    words += query_forms(query, words)  # "paid" for "pay": not one stem
     # Only the text columns: a word could spell a chat's key.
     expression = f"{{text recap scene}} : ({match_expression(words)})"
     if filed:

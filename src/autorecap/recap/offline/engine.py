@@ -159,7 +159,9 @@ class OfflineBackend(RecapBackend):
         pieces: list[Piece] = []
         for line in lines:
             for piece in parse(line):
-                pieces.append(Piece(len(pieces), piece.speaker, piece.text, piece.question))
+                pieces.append(
+                    Piece(len(pieces), piece.speaker, piece.text, piece.question, piece.joint)
+                )
         if not pieces:
             return RecapResult(memory="")
         chosen = choose(pieces, request.max_tokens, self.counter, known=recurring_words(lines))
@@ -243,6 +245,8 @@ def _pieces(
             first = clause.lstrip()[:1]
             if joint and said[:1].lower() == first.lower():
                 said = first + said[1:]  # as written: the sentence goes on ("Sleep, little...")
+            elif joint:
+                joint = ""  # its first words were dropped ("so", "I"): a sentence of its own
             question = cleaned.rstrip(" \"'”").endswith("?")
             pieces.append(Piece(len(pieces), label, said, question, joint))
             kept = True

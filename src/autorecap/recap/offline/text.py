@@ -169,7 +169,7 @@ def clause_joints(sentence: str, longest: int = LONG_SENTENCE) -> list[tuple[str
         bare = clause.strip().rstrip(",;:—–- ")
         found.append((bare, joint))
         tail = clause.strip()[len(bare) :].strip()
-        joint = tail[:1] if tail[:1] in ",;:" else " —"
+        joint = tail[:1] if tail[:1] and tail[:1] in ",;:" else " —"
     return found
 
 

@@ -26,11 +26,14 @@ export class MemoryPanel {
   }
 
   async refresh() {
+    // The profile part is read beside the switches: if it cannot be read, the switches stay.
+    const settings = api.get("/api/settings", { chat: this.view.chat }).then(
+      (data) => data,
+      (error) => ({ error }),
+    );
     try {
-      [this.data, this.settings] = await Promise.all([
-        api.get(chatPath(this.view.chat, "memory")),
-        api.get("/api/settings", { chat: this.view.chat }),
-      ]);
+      this.data = await api.get(chatPath(this.view.chat, "memory"));
+      this.settings = await settings;
     } catch (error) {
       fill(this.body, h("p", { class: "field-error" }, error.message));
       return;
@@ -105,6 +108,14 @@ export class MemoryPanel {
 
   /** Which settings profile this chat runs with, and a choice to bind it to another. */
   profileField() {
+    if (this.settings.error) {
+      return h(
+        "fieldset",
+        {},
+        h("legend", {}, "Settings profile"),
+        h("p", { class: "field-error" }, `The settings could not be read: ${this.settings.error.message}`),
+      );
+    }
     const { profile, profiles = [], active_profile: active, bindings = {} } = this.settings;
     const bound = (bindings.chat || {})[this.view.chat] || "";
     const how = bound
