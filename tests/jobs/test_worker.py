@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,12 +24,14 @@ from autorecap.core.data import get_data, get_memory
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes, recap_versions, scenes
 from autorecap.jobs import JobQueue, Worker, WorkerStats, enqueue_pipeline
-from autorecap.jobs.queue import Job
+from autorecap.jobs.queue import Job, JobError
 from autorecap.jobs.refusals import REFUSAL_PAUSE_S, REFUSALS_TO_STOP, Refusals
+from autorecap.jobs.runner import STALE_TRIES
 from autorecap.profiles import Profiles
 from autorecap.recap.backend import LLMError, RecapRequest, RecapResult, SceneRecapRequest
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.settings import Settings
+from autorecap.store.migrations import StaleChatError
 from autorecap.store.sqlite import SQLiteStore
 from autorecap.testing import generate
 from tests.recap.conftest import Recorded, Scripted
@@ -444,6 +447,52 @@ def test_jobs_retried_after_a_fix_are_sent_by_the_same_worker(store: SQLiteStore
     worker.run()
     assert queue.list(states=("failed",)) == []
     assert all(get_memory(m) for m in store.load_chat("fixed").messages)
+
+
+def test_a_recap_whose_save_was_undone_is_made_again(store: SQLiteStore) -> None:
+    """A job's save undone (the job was taken over by another worker meanwhile): its recaps
+    were in the worker's copy of the chat, not in the store. Run again, the job must not take
+    them for saved ones."""
+    chat = stored_chat(store, 6, seed=3, chat_id="undone")
+    queue = JobQueue(store, backoff_s=0.01)
+    enqueue_pipeline(queue, chat, Settings())
+    finish = queue.finish
+    undone: list[int] = []
+
+    def taken_over_once(db: Any, job: Job, **options: Any) -> None:
+        if job.kind == "message_recap" and not undone:
+            undone.append(job.id)
+            raise JobError(f"job {job.id} was taken over by another worker; its result is dropped")
+        finish(db, job, **options)
+
+    queue.finish = taken_over_once  # type: ignore[method-assign]
+    run_worker(queue, CountingBackend(), settings=Settings(max_retries=3))
+    assert undone
+    assert all(get_memory(m) for m in store.load_chat("undone").messages)
+
+
+def test_a_recap_refused_by_every_save_is_made_again_later(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every save refused (other processes saving first, STALE_TRIES times in a row): the job
+    is queued again, and its recaps, left unsaved in the copy, are not taken for saved ones."""
+    chat = stored_chat(store, 6, seed=3, chat_id="busy")
+    queue = JobQueue(store, backoff_s=0.01)
+    enqueue_pipeline(queue, chat, Settings())
+    save = store.save
+    refused: list[int] = []
+
+    def refusing(*args: Any, **options: Any) -> Any:
+        if len(refused) < STALE_TRIES:
+            refused.append(1)
+            raise StaleChatError("another process saved the chat first")
+        return save(*args, **options)
+
+    monkeypatch.setattr(store, "save", refusing)
+    stats = run_worker(queue, CountingBackend(), settings=Settings(max_retries=3))
+    assert len(refused) == STALE_TRIES
+    assert stats.retried >= 1
+    assert all(get_memory(m) for m in store.load_chat("busy").messages)
 
 
 # --- concurrency -----------------------------------------------------------------------------

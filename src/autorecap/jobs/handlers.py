@@ -30,6 +30,7 @@ from autorecap.recap.combined_recap import update_combined_recap
 from autorecap.recap.messages import batches, build_request, needs_recap, store_result
 from autorecap.settings import Settings
 from autorecap.store.base import Db
+from autorecap.store.migrations import StaleChatError
 
 MESSAGE_PRIORITY = 30
 DETECT_PRIORITY = 20
@@ -103,8 +104,13 @@ def _message_recap(worker: JobContext, job: Job) -> None:
     with worker.holding(siblings):
         try:
             failures = _recap_messages(worker, [job, *siblings], chat, settings, backend)
-        except BaseException:
+        except BaseException as error:
             worker.queue.release(siblings)  # the primary job's failure is recorded for it
+            if not isinstance(error, StaleChatError):  # (the worker reads that one again)
+                # The recaps may be in the chat's copy and not saved (the save was undone:
+                # a job taken over by another worker): read it again, or they would pass
+                # for saved ones and the jobs run again would find nothing to do.
+                worker.forget(job.chat_id)
             raise
     for other in siblings:
         if other.id in failures:

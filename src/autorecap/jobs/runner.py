@@ -218,10 +218,12 @@ class Worker:
                     except StaleChatError:
                         # Another process saved the chat meanwhile: read what it changed, then
                         # run the job again on that (it usually finds its work done or still
-                        # to do, and saves this time).
+                        # to do, and saves this time). Forgotten also when the job gives up:
+                        # the copy holds its unsaved recaps, which would pass for saved ones
+                        # when the job runs again (it would find nothing to do).
+                        self.forget(job.chat_id)
                         if attempt == STALE_TRIES - 1:
                             raise
-                        self.forget(job.chat_id)
                     except ChatMovedError:
                         if attempt == STALE_TRIES - 1:
                             raise

@@ -348,6 +348,8 @@ class ProxyChats(ChatRegistry):
                 session = replayed
             if turn.refresh_due:  # no reply came to refresh the memory
                 session.refresh_if_stale()
+            recorded = [turn.recorded] if turn.recorded is not None else []
+            unsaved = {id(m) for m in [*turn.touched, *recorded] if m.id is None}
             try:
                 self._save(turn.chat_id)
             except StaleChatError:
@@ -365,6 +367,10 @@ class ProxyChats(ChatRegistry):
                 return
             if turn.replayed:
                 touched = self._never_queued(session, touched)
+            else:
+                added = [m.id for m in touched if id(m) in unsaved and m.id is not None]
+                queued = self.queue.targets_with_jobs("message_recap", session.chat.id, added)
+                touched = [m for m in touched if not (id(m) in unsaved and m.id in queued)]
             enqueue_pipeline(self.queue, session.chat, session.settings, touched)
 
     def _never_queued(self, session: Session, touched: list[Message]) -> list[Message]:
