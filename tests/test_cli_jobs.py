@@ -149,6 +149,9 @@ def test_a_refusing_llm_costs_three_calls_and_every_failed_job_retries_at_once(
     code, out, err = run(capsys, "jobs", "retry")
     assert code != 0
     assert "give a job id, or --failed" in words(err)
+    code, out, err = run(capsys, "jobs", "retry", "--failed", "--chat", "lnog")
+    assert code != 0
+    assert "no chat 'lnog' in the store" in words(err)
     code, out, err = run(capsys, "jobs", "retry", "--failed", "--chat", "long")
     assert code == 0, err
     assert out.strip() == f"{len(failed)} failed jobs of chat 'long' queued again"

@@ -99,6 +99,8 @@ def jobs_retry(
         queue.retry(job_id)
         out.print(f"job {job_id} queued again")
         return
+    if chat is not None and not queue.store.has_chat(chat) and not queue.list(chat_id=chat):
+        raise typer.BadParameter(f"no chat {chat!r} in the store: `autorecap chats` lists them")
     jobs = queue.list(states=("failed",), chat_id=chat)
     for job in jobs:
         queue.retry(job.id)
