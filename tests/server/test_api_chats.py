@@ -629,18 +629,25 @@ def test_a_message_error_is_reported(client: TestClient) -> None:
     assert (message["status"], message["error"]) == ("error", "the LLM timed out")
 
 
-def test_retrying_a_chats_failed_jobs_leaves_other_chats_alone(client: TestClient) -> None:
+def two_chats_with_waiting_jobs(client: TestClient) -> None:
+    """The sample chat twice (CHAT and "other"), each with its pipeline queued, the queue
+    paused so that the jobs wait."""
     import_chat(client, sample_bytes())
     import_chat(client, sample_bytes(), "other")
     assert client.post("/api/jobs/pause").status_code == 200
     for chat in (CHAT, "other"):
         assert client.post(url(chat, "/recap")).json()["jobs"] > 0
+
+
+def test_retrying_a_chats_failed_jobs_leaves_other_chats_alone(client: TestClient) -> None:
+    two_chats_with_waiting_jobs(client)
+    for chat in (CHAT, "other"):
         assert client.post(url(chat, "/jobs/cancel")).json()["cancelled"] > 0
     # Cancelled jobs are not failed ones: nothing to retry yet.
     assert client.post(url(CHAT, "/jobs/retry")).json() == {"retried": 0}
     queue = client.app.state.registry.queue
-    ids = [j.id for j in queue.list(states=("cancelled",))]
-    owned = {j.id: j.chat_id for j in queue.list(states=("cancelled",))}
+    cancelled = queue.list(states=("cancelled",))
+    ids = [j.id for j in cancelled]
     queue.store.run(
         lambda db: db.execute(
             f"UPDATE jobs SET state = 'failed', error = 'the LLM server answered 401' "
@@ -649,7 +656,7 @@ def test_retrying_a_chats_failed_jobs_leaves_other_chats_alone(client: TestClien
         )
     )
     answer = client.post(url(CHAT, "/jobs/retry")).json()
-    assert answer["retried"] == sum(1 for chat in owned.values() if chat.endswith(CHAT))
+    assert answer["retried"] == sum(1 for j in cancelled if j.chat_id.endswith(CHAT))
     waiting = client.get("/api/jobs", params={"state": "queued"}).json()["jobs"]
     assert {job["chat"] for job in waiting} == {CHAT}
     failed = client.get("/api/jobs", params={"state": "failed"}).json()["jobs"]
@@ -658,11 +665,7 @@ def test_retrying_a_chats_failed_jobs_leaves_other_chats_alone(client: TestClien
 
 
 def test_cancelling_a_chats_jobs_leaves_other_chats_alone(client: TestClient) -> None:
-    import_chat(client, sample_bytes())
-    import_chat(client, sample_bytes(), "other")
-    assert client.post("/api/jobs/pause").status_code == 200
-    for chat in (CHAT, "other"):
-        assert client.post(url(chat, "/recap")).json()["jobs"] > 0
+    two_chats_with_waiting_jobs(client)
     answer = client.post(url(CHAT, "/jobs/cancel")).json()
     assert answer["cancelled"] > 0
     waiting = client.get("/api/jobs", params={"state": "queued"}).json()["jobs"]

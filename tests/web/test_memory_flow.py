@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.server.conftest import StartProxy, Upstream
 from tests.web.conftest import SAMPLE_ID, Proxy, chat_url, import_sample, quote, wait_for_jobs
@@ -178,13 +178,18 @@ def test_memory_off_removes_the_injection(
     expect(page.locator(".pmsg.injected")).to_have_count(1)
 
 
+def edit_recap(page: Page, url: str, index: int) -> tuple[Locator, Locator]:
+    """Open the chat at message `index` and its recap editor: (the row, the editor)."""
+    page.goto(url)
+    row = page.locator(f".msg-row[data-index='{index}']")
+    row.get_by_role("button", name=f"Edit recap of message {index}").click()
+    return row, row.get_by_role("textbox", name=f"Recap of message {index}")
+
+
 def test_an_edited_recap_survives_a_reload(
     page: Page, server: Proxy, api: httpx.Client, recapped: str
 ) -> None:
-    page.goto(chat_url(server, recapped, message=150))
-    row = page.locator(".msg-row[data-index='150']")
-    row.get_by_role("button", name="Edit recap of message 150").click()
-    editor = row.get_by_role("textbox", name="Recap of message 150")
+    row, editor = edit_recap(page, chat_url(server, recapped, message=150), 150)
     expect(editor).to_be_focused()
     editor.fill("Mira hid the brass key under the chart table.")
     editor.press("Enter")
@@ -203,10 +208,7 @@ def test_an_edited_recap_survives_a_reload(
 def test_an_edit_made_in_another_tab_meanwhile_is_not_overwritten_unseen(
     page: Page, server: Proxy, api: httpx.Client, recapped: str
 ) -> None:
-    page.goto(chat_url(server, recapped, message=150))
-    row = page.locator(".msg-row[data-index='150']")
-    row.get_by_role("button", name="Edit recap of message 150").click()
-    editor = row.get_by_role("textbox", name="Recap of message 150")
+    row, editor = edit_recap(page, chat_url(server, recapped, message=150), 150)
     # Another tab saves first.
     elsewhere = "Tomas counted the crates twice."
     changed = api.patch(f"/chats/{quote(recapped)}/messages/150", json={"recap": elsewhere})

@@ -32,6 +32,8 @@ DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default
 """The `--db` every command that reads the store takes (`autorecap.store.open_store`)."""
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+"""Host names of this machine only."""
 FAILURES_SHOWN = 10
 
 

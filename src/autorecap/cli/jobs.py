@@ -101,11 +101,9 @@ def jobs_retry(
         return
     if chat is not None and not queue.store.has_chat(chat) and not queue.list(chat_id=chat):
         raise typer.BadParameter(f"no chat {chat!r} in the store: `autorecap chats` lists them")
-    jobs = queue.list(states=("failed",), chat_id=chat)
-    for job in jobs:
-        queue.retry(job.id)
+    count = queue.retry_failed(chat)
     where = f" of chat {chat!r}" if chat else ""
-    out.print(f"{len(jobs)} failed job{'s' * (len(jobs) != 1)}{where} queued again")
+    out.print(f"{count} failed job{'s' * (count != 1)}{where} queued again")
 
 
 @jobs_app.command("cancel")

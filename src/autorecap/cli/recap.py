@@ -28,6 +28,7 @@ from rich.table import Table
 
 from autorecap.autosave import load_target
 from autorecap.cli._app import (
+    LOOPBACK,
     DbOption,
     LenientOption,
     app,
@@ -280,7 +281,7 @@ def _warn_if_no_key(engine: RecapBackend) -> None:
     if not isinstance(engine, OpenAICompatBackend) or not engine.api_key_env:
         return
     host = urlsplit(engine.base_url).hostname or ""
-    if host in ("127.0.0.1", "localhost", "::1") or os.environ.get(engine.api_key_env):
+    if host in LOOPBACK or os.environ.get(engine.api_key_env):
         return
     err.print(
         f"warning: ${engine.api_key_env} is not set: {engine.base_url} gets no API key "

@@ -10,10 +10,8 @@ from typing import Annotated
 
 import typer
 
-from autorecap.cli._app import DbOption, app, err
+from autorecap.cli._app import LOOPBACK, DbOption, app, err
 from autorecap.errors import AutorecapError
-
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class RecapSource(StrEnum):
@@ -130,7 +128,7 @@ def serve(
         )
     else:
         err.print("access control: off (`--keys-file FILE` turns API keys on)")
-        if host not in _LOOPBACK:
+        if host not in LOOPBACK:
             err.print(
                 f"[yellow]warning:[/] listening on {host} without keys: anyone who can reach "
                 "this address can read and change every chat"

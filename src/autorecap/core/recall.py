@@ -60,6 +60,7 @@ _ASKING = frozenset(
     """.split()
 )
 """Words of asking rather than of what is asked about."""
+_NOT_ASKED = STOPWORDS | _ASKING
 _NAMING_CUE = re.compile(r"\b(called|named)\s*[?!.]*\s*$", re.I)
 """The word that asks for a name at the end of a question ("what is the hen called?"): not
 what the question is about."""
@@ -105,7 +106,7 @@ def query_forms(query: str, words: Sequence[str]) -> list[str]:
         if word in named:
             continue
         for form in other_forms(word):
-            if form not in words and form not in found and form not in STOPWORDS | _ASKING:
+            if form not in words and form not in found and form not in _NOT_ASKED:
                 found.append(form)
     return found
 

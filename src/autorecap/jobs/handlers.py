@@ -191,7 +191,9 @@ def _recap_messages(
                 failures[job.id] = result
             else:
                 stored.append((job, input_hash))
-                worker.llm_answered(chat_id)
+
+        if any(input_hash for _, input_hash in stored):
+            worker.llm_answered(chat_id)  # a recap came back (not only deleted messages)
 
         def finish(db: Db) -> None:
             for job, input_hash in stored:

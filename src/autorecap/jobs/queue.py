@@ -416,14 +416,25 @@ class JobQueue:
         job = self.get(job_id)
         if job.state not in ("failed", "cancelled"):
             raise JobError(f"job {job_id} is {job.state}: only failed or cancelled jobs retry")
+        self._requeue("id = ?", (job_id,))
+
+    def retry_failed(self, chat_id: str | None = None) -> int:
+        """Queue every failed job (of one chat) again, with fresh retries; how many."""
+        if chat_id is None:
+            return self._requeue("state = 'failed'", ())
+        return self._requeue("state = 'failed' AND chat_id = ?", (chat_id,))
+
+    def _requeue(self, where: str, params: tuple[Any, ...]) -> int:
         now = self.clock()
-        self.store.run(
+        rows = self.store.run(
             lambda db: db.execute(
                 "UPDATE jobs SET state = 'queued', attempts = 0, not_before = 0, error = NULL, "
-                "cancel_requested = 0, finished_at = NULL, updated_at = ? WHERE id = ?",
-                (now, job_id),
-            )
+                f"cancel_requested = 0, finished_at = NULL, updated_at = ? WHERE {where} "
+                "RETURNING id",
+                (now, *params),
+            ).fetchall()
         )
+        return len(rows)
 
     def cancel(self, job_id: int) -> str:
         """Cancel a queued job at once, or a running one when it next checks. Returns what

@@ -30,11 +30,10 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from autorecap.core.recall import query_forms, query_words
 from autorecap.store.base import Db, Rows
 from autorecap.store.migrations import SettingsConflictError, StoreError
 from autorecap.store.postgres_migrations import apply_migrations
-from autorecap.store.search import rarest
+from autorecap.store.search import searched_words
 from autorecap.store.sql import HIGHEST_REV, SqlStore
 
 log = logging.getLogger("autorecap.store")
@@ -256,10 +255,9 @@ class PostgresStore(SqlStore):
     def search(self, chat_id: str, query: str, limit: int = 50) -> list[tuple[int, float]]:
         """The chat's messages that best match `query` (the same words the SQLite index looks
         for), best first."""
-        words = rarest(query_words(query))
+        words = searched_words(query)
         if not words:
             return []
-        words += query_forms(query, words)  # "paid" for "pay": not one stem
         asked = " || ".join(["phraseto_tsquery('autorecap', %s)"] * len(words))
         sql = (
             f"SELECT id, ts_rank('{RANK_WEIGHTS}', recall, q, 1) AS rank "

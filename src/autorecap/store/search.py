@@ -61,6 +61,13 @@ def rarest(words: list[str], most: int = SEARCHED_WORDS) -> list[str]:
     return [w for w in words if w in kept]
 
 
+def searched_words(query: str) -> list[str]:
+    """What a search of `query` looks for, in either store: its rarest words (`rarest`), then
+    the other forms of the irregular verbs among them ("paid" for "pay": not one stem)."""
+    words = rarest(query_words(query))
+    return words + query_forms(query, words)
+
+
 def _commonness(word: str) -> float:
     if any(c.isdigit() for c in word):
         return -1.0
@@ -83,10 +90,9 @@ def search(
 ) -> list[Hit]:
     """The chat's messages that best match `query`, best first (none for a query of only
     common words). `filed`: the index holds several chats, filed under their keys."""
-    words = rarest(query_words(query))
+    words = searched_words(query)
     if not words:
         return []
-    words += query_forms(query, words)  # "paid" for "pay": not one stem
     # Only the text columns: a word could spell a chat's key.
     expression = f"{{text recap scene}} : ({match_expression(words)})"
     if filed:

@@ -234,11 +234,14 @@ def _free_id(scope: Scope, registry: ChatRegistry) -> str:
     return name
 
 
-def _cancel_jobs(registry: ChatRegistry, internal: str) -> None:
-    """Cancel a chat's waiting and running jobs (it is being deleted or replaced)."""
-    for job in registry.queue.list(states=("queued", "running"), chat_id=internal):
+def _cancel_jobs(registry: ChatRegistry, internal: str) -> int:
+    """Cancel a chat's waiting and running jobs (it is being deleted or replaced); how many
+    there were."""
+    waiting = registry.queue.list(states=("queued", "running"), chat_id=internal)
+    for job in waiting:
         with contextlib.suppress(JobError):  # it finished meanwhile
             registry.queue.cancel(job.id)
+    return len(waiting)
 
 
 def _updated_at(registry: ChatRegistry, internal: str) -> float | None:
@@ -330,9 +333,7 @@ def cancel_chat_jobs(chat: str, scope: Owner, registry: Registry) -> dict[str, A
     what they have done is kept, other chats' jobs go on."""
     with open_chat(scope, registry, chat) as session:
         internal = session.chat.id
-    waiting = registry.queue.list(states=("queued", "running"), chat_id=internal)
-    _cancel_jobs(registry, internal)
-    return {"cancelled": len(waiting)}
+    return {"cancelled": _cancel_jobs(registry, internal)}
 
 
 @router.post("/chats/{chat}/jobs/retry")
@@ -341,10 +342,7 @@ def retry_chat_jobs(chat: str, scope: Owner, registry: Registry) -> dict[str, An
     refuse them: its model, key or base URL)."""
     with open_chat(scope, registry, chat) as session:
         internal = session.chat.id
-    failed = registry.queue.list(states=("failed",), chat_id=internal)
-    for job in failed:
-        registry.queue.retry(job.id)
-    return {"retried": len(failed)}
+    return {"retried": registry.queue.retry_failed(internal)}
 
 
 # --- messages ----------------------------------------------------------------------------------

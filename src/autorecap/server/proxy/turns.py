@@ -366,28 +366,30 @@ class ProxyChats(ChatRegistry):
             if not self.queue_recaps or not (touched or turn.replayed):
                 return
             if turn.replayed:
-                touched = self._never_queued(session, touched)
+                # Done again: the stored chat's messages with no recap too. They may have been
+                # saved by another server's save that queued nothing for them.
+                own = {id(m) for m in touched}
+                bare = [
+                    m
+                    for m in session.chat.messages
+                    if m.id is not None and id(m) not in own and get_data(m, "memory") is None
+                ]
+                touched = self._unless_queued(session, [*touched, *bare], {id(m) for m in bare})
             else:
-                added = [m.id for m in touched if id(m) in unsaved and m.id is not None]
-                queued = self.queue.targets_with_jobs("message_recap", session.chat.id, added)
-                touched = [m for m in touched if not (id(m) in unsaved and m.id in queued)]
+                # A message this turn added may have been queued already by another server
+                # redoing its own turn on the stored chat between this save and now.
+                touched = self._unless_queued(session, touched, unsaved)
             enqueue_pipeline(self.queue, session.chat, session.settings, touched)
 
-    def _never_queued(self, session: Session, touched: list[Message]) -> list[Message]:
-        """What a turn done again queues: its own messages, and those of the stored chat with
-        no recap and no recap job. Its messages may have been saved by another server's save
-        that queued nothing for them; a job finished after the chat was read shows no recap
-        in this copy yet, and is not queued twice."""
-        own = {id(m) for m in touched}
-        bare = [
-            m
-            for m in session.chat.messages
-            if m.id is not None and id(m) not in own and get_data(m, "memory") is None
-        ]
-        queued = self.queue.targets_with_jobs(
-            "message_recap", session.chat.id, [m.id for m in bare if m.id is not None]
-        )
-        return [*touched, *(m for m in bare if m.id not in queued)]
+    def _unless_queued(
+        self, session: Session, messages: list[Message], doubtful: set[int]
+    ) -> list[Message]:
+        """`messages`, but not those of `doubtful` (by identity) that have a recap job already:
+        a job finished after the chat was read shows no recap in this copy yet, and a job for
+        a message saved just now saw its text; neither is queued twice."""
+        ids = [m.id for m in messages if id(m) in doubtful and m.id is not None]
+        queued = self.queue.targets_with_jobs("message_recap", session.chat.id, ids)
+        return [m for m in messages if not (id(m) in doubtful and m.id in queued)]
 
     def settle_later(self, turn: Turn) -> None:
         """`settle` on the saver thread, off the reply path; saves stay in order."""
