@@ -57,6 +57,13 @@ def test_a_speaker_is_no_place() -> None:
     assert place_of(["Tea at Ansel's, then home."], ["Ansel"]) == ""
 
 
+def test_a_sentence_after_a_gesture_is_no_place() -> None:
+    """With the asterisks gone, "*in from outside* What's going on?" reads "outside What's":
+    a word like "What's" names no place."""
+    text = "*having heard her tone from outside* What's going on? Sister?"
+    assert place_of([text]) == ""
+
+
 FILLER = "The bay is dark except for the office light, and the coffee has gone cold again. " * 3
 
 

@@ -71,6 +71,20 @@ def test_a_double_barrelled_name_is_kept_over_description() -> None:
     assert "Tolliver-Kane" in kept
 
 
+def test_a_sum_in_words_is_kept_over_description() -> None:
+    """Prose spells out its prices: "four silver and six pence" is what is asked later, not
+    the stabling it was counted from."""
+    owed = "That comes to four silver and six pence"
+    pieces = [
+        Piece(0, "Odile", owed, joint=""),
+        Piece(1, "Odile", "counting the stabling and the cabbages at market price", joint=","),
+        Piece(2, "Odile", "The ledger drawer has swollen shut with the damp again."),
+    ]
+    room = max(COUNTER.count(p.text) for p in pieces) + 5  # one of them, with its label
+    kept = render(choose(pieces, room, COUNTER))
+    assert "four silver and six pence" in kept
+
+
 def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() -> None:
     assert number_value("14-02-27") > number_value("124") > number_value("3:12")
     assert number_value("c-2209") > number_value("31")

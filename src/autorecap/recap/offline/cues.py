@@ -650,7 +650,10 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
         for match in _IN_PLACE.finditer(plain):
             name = match.group(1)
             words = name.removesuffix("'s").removesuffix("’s").split()
-            if not persons & set(words) and words[0].lower() not in _TITLES:
+            # A sentence that opens after an action in asterisks is no place ("*in from
+            # outside* What's going on?").
+            first = words[0].lower()
+            if not persons & set(words) and first not in _TITLES and first not in _STOP:
                 return name
         for match in _PLACE_PHRASE.finditer(plain):
             # A phrase that ends in a kind of place, where the noun phrase ends: "the fish

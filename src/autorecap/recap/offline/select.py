@@ -57,6 +57,25 @@ _CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
 
 
+SPELLED_SHARE = 0.5
+"""What a number in words ("twenty-three silver", "a hundred crowns") is worth, as a share of
+one in digits: prose spells out its prices and counts as often as it writes them in digits,
+but also counts steps and glances."""
+_SPELLED = frozenset(
+    """
+    two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety
+    hundred thousand million billion dozen
+    """.split()
+)
+
+
+def spelled_number(word: str) -> bool:
+    """Whether a lower-case word is a number in words ("four", "twenty-three"); not "one",
+    which is mostly a pronoun."""
+    return bool(word) and all(part in _SPELLED for part in word.split("-"))
+
+
 CODE_FACTOR = 2.0
 """How much more a code is worth than a plain number of as many digits."""
 
@@ -335,6 +354,8 @@ def _word_values(text: str) -> dict[str, float]:
         value = rarity(word)
         if _DIGIT.search(word):
             value = number_value(word)
+        elif spelled_number(word):
+            value = max(value, NUMBER_VALUE * SPELLED_SHARE)
         elif word in capitals:
             value += NAME_BONUS
         else:
