@@ -555,11 +555,19 @@ def test_two_keys_with_the_same_opening_get_two_chats(world: World) -> None:
 def run_serve(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str
 ) -> tuple[int, str, Any]:
-    """`autorecap serve ARGS` with uvicorn.run replaced: (exit code, stderr, the app)."""
+    """`autorecap serve ARGS` with uvicorn's Server.run replaced: (exit code, stderr, the
+    app). It is handed the socket serve bound, still open, on the port asked for."""
     import uvicorn
 
     served: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
+
+    def run(server: uvicorn.Server, sockets: list[socket.socket]) -> None:
+        (listener,) = sockets
+        assert listener.fileno() != -1
+        assert str(listener.getsockname()[1]) == port
+        served.append(server.config.app)
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     with socket.socket() as probe:  # a port free now: serve checks it can listen there
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])

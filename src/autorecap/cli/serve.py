@@ -89,62 +89,66 @@ def serve(
 
     from autorecap.server.app import ServerConfig, create_app, shown_upstream
 
-    _check_can_listen(host, port)
-    application = create_app(
-        ServerConfig(
-            upstream=upstream,
-            api_key_env=api_key_env,
-            db=db,
-            recap_backend=recap_backend.value,
-            context_size=context_size,
-            keys_file=keys_file,
-            durable=durable,
-            worker=worker,
-            open_chats=open_chats,
-            timeout_s=upstream_timeout,
-        )
-    )
-    err.print(
-        f"autorecap proxy on http://{host}:{port}/v1 -> {shown_upstream(upstream)} "
-        f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
-    )
-    err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
-    store = application.state.store
-    shown_db = getattr(store, "name", db)  # a PostgreSQL URL without its password
-    if store.keeps_settings:
-        err.print(f"settings: in the database {shown_db} (every server on it reads the same)")
-    if not worker:
-        where = f" --db {shown_db}" if db is not None else ""
-        where += f" --keys-file {keys_file}" if keys_file is not None else ""
-        err.print(
-            f"recaps: no worker in this process; run `autorecap worker{where}` beside it "
-            "(its recaps are read in as they are saved)"
-        )
-    keyring = application.state.keyring
-    if keyring is not None:
-        err.print(
-            f"access control: on, {len(keyring)} key(s) from {keys_file} (send "
-            "`Authorization: Bearer KEY`; each key sees only its own chats)"
-        )
-    else:
-        err.print("access control: off (`--keys-file FILE` turns API keys on)")
-        if host not in LOOPBACK:
-            err.print(
-                f"[yellow]warning:[/] listening on {host} without keys: anyone who can reach "
-                "this address can read and change every chat"
+    listener = _listen(host, port)
+    with listener:  # closed however the server ends, or fails to start
+        application = create_app(
+            ServerConfig(
+                upstream=upstream,
+                api_key_env=api_key_env,
+                db=db,
+                recap_backend=recap_backend.value,
+                context_size=context_size,
+                keys_file=keys_file,
+                durable=durable,
+                worker=worker,
+                open_chats=open_chats,
+                timeout_s=upstream_timeout,
             )
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+        )
+        err.print(
+            f"autorecap proxy on http://{host}:{port}/v1 -> {shown_upstream(upstream)} "
+            f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
+        )
+        err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+        store = application.state.store
+        shown_db = getattr(store, "name", db)  # a PostgreSQL URL without its password
+        if store.keeps_settings:
+            err.print(f"settings: in the database {shown_db} (every server on it reads the same)")
+        if not worker:
+            where = f" --db {shown_db}" if db is not None else ""
+            where += f" --keys-file {keys_file}" if keys_file is not None else ""
+            err.print(
+                f"recaps: no worker in this process; run `autorecap worker{where}` beside it "
+                "(its recaps are read in as they are saved)"
+            )
+        keyring = application.state.keyring
+        if keyring is not None:
+            err.print(
+                f"access control: on, {len(keyring)} key(s) from {keys_file} (send "
+                "`Authorization: Bearer KEY`; each key sees only its own chats)"
+            )
+        else:
+            err.print("access control: off (`--keys-file FILE` turns API keys on)")
+            if host not in LOOPBACK:
+                err.print(
+                    f"[yellow]warning:[/] listening on {host} without keys: anyone who can reach "
+                    "this address can read and change every chat"
+                )
+        config = uvicorn.Config(application, host=host, port=port, log_level="warning")
+        uvicorn.Server(config).run(sockets=[listener])
 
 
-def _check_can_listen(host: str, port: int) -> None:
-    """Fail before anything starts, with what to do, when the address cannot be listened on
-    (uvicorn would say so only after the banner, as a bare OS error). Bound as uvicorn binds
-    it: IPv6 for an address with a colon, else IPv4."""
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything starts, so that an address that cannot be
+    listened on fails with what to do (uvicorn would say so only after the banner, as a bare
+    OS error). Bound as uvicorn binds it: IPv6 for an address with a colon, else IPv4;
+    uvicorn then serves on this socket instead of binding its own."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host, port))
+            listener.bind((host, port))
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
                 raise AutorecapError(
@@ -155,3 +159,7 @@ def _check_can_listen(host: str, port: int) -> None:
             raise AutorecapError(
                 f"cannot listen on {host}:{port} ({reason}): check --host and --port"
             ) from None
+    except BaseException:
+        listener.close()
+        raise
+    return listener
