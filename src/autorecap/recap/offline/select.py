@@ -46,8 +46,9 @@ SALIENT = frozenset(
 """Words that mark events a memory should keep."""
 LABEL_TOKENS = 3
 """What naming a speaker costs ("Caroline: ")."""
-MIN_WORTH = 0.35
-"""Below this worth per token a sentence is not worth its tokens."""
+MIN_WORTH = 0.2
+"""Below this worth per token a sentence is not worth its tokens (scaled with
+`COMMON_SHARE`: a rare word alone, a password, stays worth keeping)."""
 _DIGIT = re.compile(r"\d")
 _POSSESSIVE = re.compile(r"['’]s$")
 NUMBER_VALUE = 9.0
@@ -98,9 +99,13 @@ def number_value(word: str) -> float:
 
 NAME_BONUS = 2.5
 """Added to a capitalised word inside a sentence (a name, a place)."""
-COMMON_SHARE = 0.7
-"""The share of its rarity that a lower-case word is worth (rare prose tells less than a
-name)."""
+COMMON_SHARE = 0.4
+"""The share of its rarity that a lower-case word is worth: rare prose ("a wicker basket, a
+green shawl knotted") tells less than a name or a number, and long descriptions are full of
+it. Measured with `autorecap eval` at 2,000 tokens, 0.4 against 0.7 before: planted facts in
+the running recap 143 of 160 on the dev chats either way, 458 -> 478 of 556 on generated chats
+(seeds 1-3), 93 -> 96 of 118 held out; answer words 78.9 -> 79.6%, 89.9 -> 91.5% and
+72.2 -> 73.2%. From 0.35 to 0.45 the tuning sets do the same; 0.25 loses again."""
 _CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Ý][a-zà-ÿ'’]+(?:-[A-ZÀ-Ýa-zà-ÿ][a-zà-ÿ'’]*)*")
 """A capitalised word inside a sentence, hyphened parts and all ("Tolliver-Kane")."""
 
