@@ -140,6 +140,23 @@ def test_a_duplicate_enqueue_while_waiting_returns_the_same_job(queue: JobQueue)
     assert queue.get(again).state == "queued"
 
 
+def test_a_target_queued_once_takes_its_ended_job_but_not_a_cancelled_one(
+    queue: JobQueue,
+) -> None:
+    """`once`: a message whose job (another server's) saw its text gets no second one, even
+    when that job ended since; a cancelled job did not do its work."""
+    done = queue.enqueue("message_recap", "c", 7)
+    queue.complete(claim(queue))
+    cancelled = queue.enqueue("message_recap", "c", 8)
+    queue.cancel(cancelled)
+    ids = queue.enqueue_many("message_recap", "c", [7, 8, 9], once={7, 8, 9})
+    assert ids[0] == done
+    assert cancelled not in ids
+    assert len(set(ids)) == 3
+    assert [queue.get(i).state for i in ids] == ["done", "queued", "queued"]
+    assert queue.enqueue_many("message_recap", "c", [7])[0] != done  # not named: a new job
+
+
 def test_a_job_waits_until_every_dependency_is_finished(queue: JobQueue) -> None:
     dep_a = queue.enqueue("message_recap", "c", 1, max_retries=0)
     dep_b = queue.enqueue("message_recap", "c", 2, max_retries=0)

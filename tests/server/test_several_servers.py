@@ -5,6 +5,8 @@ database, on SQLite and on PostgreSQL.
 - A client whose requests go to both servers: a turn whose save lands after a later turn's
   (saved by the other server) loses nothing and adds nothing.
 - A turn done again queues no recap job for a message whose job already ran.
+- A turn whose messages an earlier save of its server wrote (saves lag behind answers under
+  load) queues none that the other server queued meanwhile.
 - The same request answered on both servers at once: its message and reply are stored once.
 - A server whose copy of a chat is behind the other's save reads it in before a turn.
 - A worker whose copy of a chat is behind (its message not there yet) reads the chat again
@@ -110,6 +112,31 @@ def test_a_turn_done_again_queues_no_recap_that_already_ran(
         b.queue.complete(job)
     a.settle(late)
     each_message_queued_once(a)
+
+
+def test_a_turn_saved_by_an_earlier_save_queues_no_recap_the_other_server_queued(
+    servers: tuple[ProxyChats, ProxyChats],
+) -> None:
+    """Under load a server's saves lag behind its answers: the client's turns go to b, a, b
+    before any is saved. b's first save writes its second turn's messages too; a's turn, done
+    again on that, queues them (no job yet); their jobs run; b's second turn, settled last,
+    finds its messages saved already and must not queue them again."""
+    a, b = servers
+    first = b.begin(CHAT, request([*LINES, "By ship?"]))
+    b.record(first, reply("By ship?"))
+    more = [*LINES, "By ship?", reply("By ship?"), "When?"]
+    between = a.begin(CHAT, request(more))
+    a.record(between, reply("When?"))
+    third = b.begin(CHAT, request([*more, reply("When?"), "Why?"]))
+    b.record(third, reply("Why?"))
+    b.settle(first)  # saves b's whole copy: the third turn's messages as well
+    a.settle(between)  # refused: done again on what b saved, whose newest messages are bare
+    assert between.replayed
+    while (job := a.queue.claim()) is not None:  # a worker runs them (b's copy shows none)
+        a.queue.complete(job)
+    b.settle(third)
+    assert stored_texts(b) == [*more, reply("When?"), "Why?", reply("Why?")]
+    each_message_queued_once(b)
 
 
 def test_the_same_request_answered_on_both_servers_is_stored_once(

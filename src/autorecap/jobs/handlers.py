@@ -7,7 +7,7 @@ import hashlib
 import json
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from autorecap.core.data import get_data, get_memory, read_namespace
@@ -43,11 +43,17 @@ SAVE_PART = 100
 
 
 def enqueue_pipeline(
-    queue: JobQueue, chat: Chat, settings: Settings, only: Sequence[Message] | None = None
+    queue: JobQueue,
+    chat: Chat,
+    settings: Settings,
+    only: Sequence[Message] | None = None,
+    *,
+    once: Collection[int] = (),
 ) -> list[int]:
     """Queue the whole pipeline for a stored chat: a recap job for every message that needs
     one (or, with `only`, for those messages: what a turn of the proxy added or changed), and
-    scene detection after them (which queues the scene work). Returns the job ids."""
+    scene detection after them (which queues the scene work). Returns the job ids. `once`: the
+    message ids that get no new job when they ever had one (`JobQueue.enqueue_many`)."""
     counter = get_counter(settings.tokenizer)
     query = (
         "SELECT target, input_hash FROM job_results WHERE kind = 'message_recap' AND chat_id = ?"
@@ -78,6 +84,7 @@ def enqueue_pipeline(
         wanted,
         priority=MESSAGE_PRIORITY,
         max_retries=settings.max_retries,
+        once=once,
     )
     ids.append(
         queue.enqueue(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,9 +117,12 @@ class JobQueue:
         priority: int = 0,
         max_retries: int = 5,
         depends_on: Iterable[int] = (),
+        once: Collection[int] = (),
     ) -> list[int]:
         """Add a job of this kind for each target (or take the same job already waiting), in
-        one transaction: a turn's or a whole chat's at once. Returns their ids, in order."""
+        one transaction: a turn's or a whole chat's at once. Returns their ids, in order.
+        `once`: targets that take the job they had even when it ended (done or failed, not
+        cancelled): messages whose every job saw their text (`ProxyChats._settle`)."""
         if not targets:
             return []
         now = self.clock()
@@ -134,6 +137,14 @@ class JobQueue:
                     (f"{kind}\x1f{chat_id}",),
                 )
             waiting = _waiting(db, kind, chat_id, targets)
+            if once:
+                # Looked for under the same lock as the insert: a job another server queued
+                # for the same message, even one done since, is found.
+                again = sorted(
+                    {t for t in targets if t is not None and t in once and t not in waiting}
+                )
+                had = _jobs_by_target(db, kind, chat_id, again, "AND state <> 'cancelled'")
+                waiting.update(had.items())
             ids: list[int] = []
             for target in targets:
                 job_id = waiting.get(target)
@@ -151,17 +162,6 @@ class JobQueue:
             return ids
 
         result: list[int] = self.store.run(work)
-        return result
-
-    def targets_with_jobs(self, kind: str, chat_id: str, targets: Sequence[int]) -> set[int]:
-        """Which of `targets` have a job of this kind that was not cancelled: waiting, done,
-        or failed (a copy of the chat read before a job finished does not show its effect)."""
-        numbers = sorted(set(targets))
-
-        def work(db: Db) -> set[int]:
-            return set(_jobs_by_target(db, kind, chat_id, numbers, "AND state <> 'cancelled'"))
-
-        result: set[int] = self.store.read(work) if numbers else set()
         return result
 
     # --- working -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +62,9 @@ class Turn:
     """The chat object the turn began on (a chat replaced meanwhile is another object)."""
     recorded: Message | None = None
     """The reply, once recorded."""
+    new: set[int] = field(default_factory=set)
+    """Those of `touched` and the reply (by `id()`) that had no id yet when the turn placed
+    them: any job for one was queued after a save that had the turn's text (`_settle`)."""
     raw: bytes = b""
     """The client's request as it came (read again to replay the turn: `_replay`)."""
     reply: str = ""
@@ -219,6 +222,7 @@ class ProxyChats(ChatRegistry):
                 chat_id, content, stream, result.regenerate, result, injected, touched, chat
             )
             turn.raw = raw
+            turn.new = _new(touched)
             turn.refresh_due = later
             if result.regenerate is not None:
                 turn.after = chat.messages[result.regenerate]
@@ -274,9 +278,10 @@ class ProxyChats(ChatRegistry):
             # The request is a beginning of the stored chat: another server saved a later
             # request of the same client first (its list holds this turn and its reply).
             # Nothing of it is missing.
-            turn.touched, turn.chat, turn.recorded = [], chat, None
+            turn.touched, turn.new, turn.chat, turn.recorded = [], set(), chat, None
             return session
         turn.touched = carry_out(session, result)
+        turn.new = _new(turn.touched)
         same = result.regenerate is not None and chat.messages[result.regenerate].text == turn.reply
         if same:
             # Another server answered this very request with the same reply.
@@ -290,6 +295,7 @@ class ProxyChats(ChatRegistry):
             turn.recorded = place_reply(
                 session, turn.reply, after=after, regenerate=result.regenerate
             )
+            turn.new |= _new([turn.recorded])
         log.info("chat %r was changed by another server during a turn: the turn is redone", chat_id)
         return session
 
@@ -317,6 +323,7 @@ class ProxyChats(ChatRegistry):
             turn.recorded = place_reply(
                 session, reply, after=turn.after, regenerate=turn.regenerate
             )
+            turn.new |= _new([turn.recorded])
             if turn.recorded is not None:
                 session.refresh_if_stale()
 
@@ -348,8 +355,6 @@ class ProxyChats(ChatRegistry):
                 session = replayed
             if turn.refresh_due:  # no reply came to refresh the memory
                 session.refresh_if_stale()
-            recorded = [turn.recorded] if turn.recorded is not None else []
-            unsaved = {id(m) for m in [*turn.touched, *recorded] if m.id is None}
             try:
                 self._save(turn.chat_id)
             except StaleChatError:
@@ -365,6 +370,7 @@ class ProxyChats(ChatRegistry):
             touched = [*turn.touched, *([turn.recorded] if turn.recorded is not None else [])]
             if not self.queue_recaps or not (touched or turn.replayed):
                 return
+            doubtful = turn.new
             if turn.replayed:
                 # Done again: the stored chat's messages with no recap too. They may have been
                 # saved by another server's save that queued nothing for them.
@@ -374,22 +380,15 @@ class ProxyChats(ChatRegistry):
                     for m in session.chat.messages
                     if m.id is not None and id(m) not in own and get_data(m, "memory") is None
                 ]
-                touched = self._unless_queued(session, [*touched, *bare], {id(m) for m in bare})
-            else:
-                # A message this turn added may have been queued already by another server
-                # redoing its own turn on the stored chat between this save and now.
-                touched = self._unless_queued(session, touched, unsaved)
-            enqueue_pipeline(self.queue, session.chat, session.settings, touched)
-
-    def _unless_queued(
-        self, session: Session, messages: list[Message], doubtful: set[int]
-    ) -> list[Message]:
-        """`messages`, but not those of `doubtful` (by identity) that have a recap job already:
-        a job finished after the chat was read shows no recap in this copy yet, and a job for
-        a message saved just now saw its text; neither is queued twice."""
-        ids = [m.id for m in messages if id(m) in doubtful and m.id is not None]
-        queued = self.queue.targets_with_jobs("message_recap", session.chat.id, ids)
-        return [m for m in messages if not (id(m) in doubtful and m.id in queued)]
+                touched += bare
+                doubtful = doubtful | {id(m) for m in bare}
+            # A job for one of these that finished after the chat was read shows no recap in
+            # this copy yet; one for a message this turn added may have been queued by another
+            # server, redoing its own turn on the stored chat, since the message was saved (by
+            # this save, or by an earlier one here that queued nothing for it: a turn settled
+            # before this one, a refresh). Such a job saw the text: none is queued again.
+            once = {m.id for m in touched if id(m) in doubtful and m.id is not None}
+            enqueue_pipeline(self.queue, session.chat, session.settings, touched, once=once)
 
     def settle_later(self, turn: Turn) -> None:
         """`settle` on the saver thread, off the reply path; saves stay in order."""
@@ -521,6 +520,11 @@ def _parts_early(result: Plan, stored: int) -> bool:
         return False
     parted = min(touched)
     return stored - parted >= PARTING and parted < stored / 2
+
+
+def _new(messages: Iterable[Message | None]) -> set[int]:
+    """The `id()`s of those of `messages` that were never saved (no id yet)."""
+    return {id(m) for m in messages if m is not None and m.id is None}
 
 
 def _opening(system: list[ClientMessage]) -> str:
