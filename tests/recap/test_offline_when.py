@@ -6,7 +6,10 @@ from datetime import date
 
 import pytest
 
-from autorecap.recap.offline.when import resolve
+from autorecap.core.tokens import TokenCounter
+from autorecap.recap.backend import RecapRequest
+from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.offline.when import only_when, resolve
 
 DAY = date(2023, 5, 8)  # a Monday
 
@@ -36,3 +39,22 @@ def test_relative_times(text: str, expected: str | None) -> None:
 
 def test_nothing_changes_without_a_day() -> None:
     assert resolve("We met yesterday.", None) == "We met yesterday."
+
+
+def test_a_clause_that_is_only_a_relative_time_tells_nothing() -> None:
+    """Made a date, "Tomorrow." would stand alone in a recap ("On 9 May 2023."): the
+    engine drops it; a clause that says what happens then is kept."""
+    assert only_when("Tomorrow.")
+    assert only_when("last week!")
+    assert not only_when("See you tomorrow.")
+    engine = OfflineBackend(TokenCounter("cl100k"))
+    request = RecapRequest(
+        text="Tomorrow. The ferry to Ostrel leaves at dawn from pier 9.",
+        name="Ines",
+        user="Ines",
+        char="Marcus",
+        day=DAY,
+    )
+    recap = engine.message_recap(request).memory
+    assert "pier 9" in recap
+    assert "9 May 2023" not in recap

@@ -42,7 +42,7 @@ from autorecap.recap.offline.text import (
     is_filler,
     sentences,
 )
-from autorecap.recap.offline.when import day_text, resolve
+from autorecap.recap.offline.when import day_text, only_when, resolve
 
 _HEADER = re.compile(r"^(- )?(\[[^\]]{1,80}\] )?")
 SCENE_SHARE = 0.5
@@ -237,7 +237,7 @@ def _pieces(
             if not cleaned:
                 continue
             words = content_words(cleaned)
-            if not words or is_filler(words):
+            if not words or is_filler(words) or only_when(cleaned):
                 continue
             cleaned = resolve(cleaned, day)
             label = "" if narrator or speaker.lower() in _GENERIC else speaker

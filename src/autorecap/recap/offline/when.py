@@ -55,6 +55,12 @@ def day_text(day: date) -> str:
     return f"{day.day} {day:%B} {day.year}"
 
 
+def only_when(text: str) -> bool:
+    """Whether a clause says nothing but a relative time ("Tomorrow.", "Last week!"): made a
+    date, it would stand alone in a recap ("On 17 September 2024."), telling nothing."""
+    return bool(_RELATIVE.fullmatch(text.strip(" .,;:!?…\"'“”*")))
+
+
 def resolve(text: str, today: date | None) -> str:
     """`text` with its relative times replaced by dates (nothing changes without `today`)."""
     if today is None or not _RELATIVE.search(text):
