@@ -85,6 +85,16 @@ def test_a_sum_in_words_is_kept_over_description() -> None:
     assert "four silver and six pence" in kept
 
 
+def test_an_event_word_alone_tells_nothing() -> None:
+    """A bare "Promise." says that something was promised, not what: it is no event worth
+    keeping over a plain remark."""
+    remark = "The kettle on the stove has gone cold again."
+    for bare in ("Promise.", "Agreed."):
+        pieces = [Piece(0, "Ansel", bare), Piece(1, "Ansel", remark)]
+        room = max(COUNTER.count(p.text) for p in pieces) + 4  # one of them, with its label
+        assert [p.text for p in choose(pieces, room, COUNTER)] == [remark]
+
+
 def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() -> None:
     assert number_value("14-02-27") > number_value("124") > number_value("3:12")
     assert number_value("c-2209") > number_value("31")

@@ -329,7 +329,9 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
     if short and plain and all(rarity(w) < RARE for w in words):
         factor *= 0.4  # a short remark with no number, name, event or rare word ("A classic
         # arrangement."); "Chrysanthemum." as a password is not one
-    return content, 1.5 * min(events, 2), factor
+    # An event with nothing else ("Promise.", "Agreed.") tells nothing of what was promised.
+    bonus = 1.5 * min(events, 2) if len(words) > events else 0.0
+    return content, bonus, factor
 
 
 _NAMING = re.compile(
