@@ -228,3 +228,16 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:
     assert about(said, "Tobin") == recap
+
+
+def test_a_stage_direction_is_no_piece_of_a_recap() -> None:
+    """A gesture of a word or two ("*snorts*", "*dryly*") says how something was said, not
+    what happened: the words around it are pieces, it is none."""
+    text = (
+        "Wet. *snorts* Is a ghost who has been swimming in the cellar cistern, then. *dryly* "
+        "Maudry kept the brandy down there for forty years. *sets the tankard down hard*"
+    )
+    said = [p.text for p in _pieces([("Bramble", text, False)], frozenset(), None, None)]
+    assert any("cistern" in p for p in said)
+    assert any("tankard" in p for p in said)  # a gesture that tells something stays
+    assert not any("snort" in p.lower() or "dryly" in p.lower() for p in said)

@@ -229,7 +229,11 @@ def _pieces(
             spoken_to = None
         kept = False  # whether the clause before was kept (a clause goes on from it only then)
         for clause, joint in (
-            c for p in _parts(text) for s in sentences(p) for c in clause_joints(s)
+            c
+            for p in _parts(text)
+            for s in sentences(p)
+            if not _stage_direction(s)
+            for c in clause_joints(s)
         ):
             cleaned = clean(clause, names)
             joint = joint if kept else ""
@@ -259,6 +263,15 @@ _ACTION = re.compile(r"\*([^*\n]{1,600})\*\s+(?=[\"“A-Z])")
 without the gesture."""
 _OPEN_END = frozenset({"the", "a", "an", "of", "to", "in", "on", "at", "and", "her", "his"})
 """Words an action does not end with: "*brings the* Kestrel *round*" is one sentence."""
+
+
+_STAGE_DIRECTION = re.compile(r"\*\s*[a-z][a-z'’-]*(?:\s+[a-z][a-z'’-]*)?[.!?,]?\s*\*[.!?]?")
+"""A gesture of one or two words between asterisks ("*snorts*", "*dryly*", "*mutters
+darkly.*"): how something was said, not what happened."""
+
+
+def _stage_direction(sentence: str) -> bool:
+    return bool(_STAGE_DIRECTION.fullmatch(sentence.strip()))
 
 
 def _parts(text: str) -> list[str]:
