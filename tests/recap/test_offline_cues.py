@@ -35,6 +35,11 @@ from autorecap.testing import generate
         (["They meet in the car park behind the mill."], "the car park"),
         (["She picks up the kitchen knife and turns it over."], ""),
         (["Nobody says where they are."], ""),
+        # A time is no place, and neither is a lot of something.
+        (["We met in May, back when it rained."], ""),
+        (["See you at Christmas!"], ""),
+        (["I ate a lot of cake at the party."], ""),
+        (["Dinner at Spring Street tonight."], "Spring Street"),
     ],
 )
 def test_the_place_of_a_scene(texts: list[str], place: str) -> None:

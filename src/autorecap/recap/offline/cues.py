@@ -496,10 +496,14 @@ def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -
     return cues
 
 
+_A_LOT = re.compile(r"\ba lot\b")
+""""A lot of" names no parking lot."""
+
+
 def _place_score(text: str, opening: str, seen: set[str]) -> float:
     """A place the opening names that the last messages (their words: `seen`) did not."""
     first_cased = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0]
-    first = first_cased.lower()
+    first = _A_LOT.sub("", first_cased.lower())
     score = 0.0
     for word in _WORD.findall(first):
         singular = word[:-1] if word.endswith("s") and word[:-1] in PLACES else word
@@ -508,6 +512,8 @@ def _place_score(text: str, opening: str, seen: set[str]) -> float:
             break
     for match in _PLACE_NAME.finditer(_MARKUP.sub("", text[:300])):
         name = match.group(1).removeprefix("the ")
+        if name.split()[0].lower() in _WHEN_NAMES:
+            continue  # "in May", "at Christmas"
         if len(name) > 2 and not set(_WORD.findall(name.lower())) <= seen:
             score += 0.8
             break
@@ -636,6 +642,17 @@ _TITLES = frozenset(
 """Words before a person's name: "at Mrs. Perch's" names no place."""
 
 
+_WHEN_NAMES = frozenset(
+    """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday spring summer autumn fall winter
+    christmas easter halloween thanksgiving hanukkah diwali eid ramadan passover advent lent
+    michaelmas martinmas candlemas midsummer midwinter whitsun yule
+    """.split()
+)
+"""Capitalised words that name a time, not a place: "in May", "at Christmas"."""
+
+
 def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
     """Where a scene happens, from its opening messages: a named place ("Weir Street", "in
     Porto") or a kind of place ("the fish market"); "" when they do not say. `people`: names
@@ -653,7 +670,9 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
             # A sentence that opens after an action in asterisks is no place ("*in from
             # outside* What's going on?").
             first = words[0].lower()
-            if not persons & set(words) and first not in _TITLES and first not in _STOP:
+            if persons & set(words) or first in _TITLES or first in _STOP:
+                continue
+            if first not in _WHEN_NAMES:
                 return name
         for match in _PLACE_PHRASE.finditer(plain):
             # A phrase that ends in a kind of place, where the noun phrase ends: "the fish
@@ -664,5 +683,7 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
                 ended = not after or after.lower() in _STOP or after.lower() in _PHRASE_ENDS
                 if words[end].lower() in PLACES and ended:
                     determiner = match.group(0)[: match.start(1) - match.start(0)]
+                    if _A_LOT.fullmatch(f"{determiner} {words[0]}".lower()) and end == 0:
+                        break  # "a lot of cake"
                     return f"{determiner} {' '.join(words[: end + 1])}"
     return ""
