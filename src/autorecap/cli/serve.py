@@ -105,11 +105,12 @@ def serve(
                 timeout_s=upstream_timeout,
             )
         )
+        base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"  # IPv6
         err.print(
-            f"autorecap proxy on http://{host}:{port}/v1 -> {shown_upstream(upstream)} "
-            f"(recaps: {recap_backend.value}); per-chat base URL: http://{host}:{port}/c/CHAT/v1"
+            f"autorecap proxy on {base}/v1 -> {shown_upstream(upstream)} "
+            f"(recaps: {recap_backend.value}); per-chat base URL: {base}/c/CHAT/v1"
         )
-        err.print(f"web UI: http://{host}:{port}/   API docs: http://{host}:{port}/docs")
+        err.print(f"web UI: {base}/   API docs: {base}/docs")
         store = application.state.store
         shown_db = getattr(store, "name", db)  # a PostgreSQL URL without its password
         if store.keeps_settings:
