@@ -566,6 +566,7 @@ def run_serve(
         assert listener.fileno() != -1
         assert str(listener.getsockname()[1]) == port
         served.append(server.config.app)
+        server.started = True
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
     with socket.socket() as probe:  # a port free now: serve checks it can listen there

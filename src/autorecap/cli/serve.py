@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from contextlib import ExitStack, suppress
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -89,8 +90,8 @@ def serve(
 
     from autorecap.server.app import ServerConfig, create_app, shown_upstream
 
-    listener = _listen(host, port)
-    with listener:  # closed however the server ends, or fails to start
+    with ExitStack() as open_sockets:  # closed however the server ends, or fails to start
+        listeners = [open_sockets.enter_context(s) for s in _listen(host, port)]
         application = create_app(
             ServerConfig(
                 upstream=upstream,
@@ -136,31 +137,52 @@ def serve(
                     "this address can read and change every chat"
                 )
         config = uvicorn.Config(application, host=host, port=port, log_level="warning")
-        uvicorn.Server(config).run(sockets=[listener])
+        server = uvicorn.Server(config)
+        with suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down, a normal end
+            server.run(sockets=listeners)
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The server's socket, bound before anything starts, so that an address that cannot be
-    listened on fails with what to do (uvicorn would say so only after the banner, as a bare
-    OS error). Bound as uvicorn binds it: IPv6 for an address with a colon, else IPv4;
-    uvicorn then serves on this socket instead of binding its own."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+STARTUP_FAILURE = 3
+"""The exit code of a server that failed to start (uvicorn's)."""
+BACKLOG = 2048
+"""Connections waiting to be accepted (uvicorn's default)."""
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """The server's sockets, listening before anything starts, so that an address that cannot
+    be listened on fails with what to do (uvicorn would say so only after the banner, as a
+    bare OS error); uvicorn then serves on them instead of binding its own. One per address
+    the host names, as uvicorn binds them ("localhost" may be 127.0.0.1 and ::1), an IPv6 one
+    for IPv6 only. Listening at once holds the port: a bound socket that does not listen yet
+    would not keep another server from binding it too."""
     try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind((host, port))
-        except OSError as error:
-            if error.errno == errno.EADDRINUSE:
-                raise AutorecapError(
-                    f"port {port} on {host} is in use (another server is listening there): "
-                    "stop it, or pick another port with --port"
-                ) from None
-            reason = error.strerror or str(error)
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise AutorecapError(
+            f"cannot listen on {host}:{port} ({error.strerror}): check --host"
+        ) from None
+    listeners: list[socket.socket] = []
+    try:
+        for family, kind, protocol, _name, address in dict.fromkeys(found):
+            listener = socket.socket(family, kind, protocol)
+            listeners.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listener.bind(address)
+            listener.listen(BACKLOG)
+    except OSError as error:
+        for listener in listeners:
+            listener.close()
+        if error.errno == errno.EADDRINUSE:
             raise AutorecapError(
-                f"cannot listen on {host}:{port} ({reason}): check --host and --port"
+                f"port {port} on {host} is in use (another server is listening there): "
+                "stop it, or pick another port with --port"
             ) from None
-    except BaseException:
-        listener.close()
-        raise
-    return listener
+        reason = error.strerror or str(error)
+        raise AutorecapError(
+            f"cannot listen on {host}:{port} ({reason}): check --host and --port"
+        ) from None
+    return listeners
