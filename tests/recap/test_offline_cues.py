@@ -40,6 +40,9 @@ from autorecap.testing import generate
         (["See you at Christmas!"], ""),
         (["I ate a lot of cake at the party."], ""),
         (["Dinner at Spring Street tonight."], "Spring Street"),
+        (["We met at The Rusty Anchor, as always."], "The Rusty Anchor"),
+        (["They landed in The Hague on Monday."], "The Hague"),
+        (["Mass at All Saints was long."], "All Saints"),
     ],
 )
 def test_the_place_of_a_scene(texts: list[str], place: str) -> None:

@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.backend import MergeRequest
 from autorecap.recap.offline.engine import OfflineBackend, _pieces, recurring_words
-from autorecap.recap.offline.select import Piece, choose, number_value, parse, render
+from autorecap.recap.offline.select import (
+    Piece,
+    choose,
+    number_value,
+    parse,
+    render,
+    spelled_number,
+)
 from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clause_joints, clauses
 
 COUNTER = TokenCounter("cl100k")
@@ -83,6 +90,29 @@ def test_a_sum_in_words_is_kept_over_description() -> None:
     room = max(COUNTER.count(p.text) for p in pieces) + 5  # one of them, with its label
     kept = render(choose(pieces, room, COUNTER))
     assert "four silver and six pence" in kept
+
+
+@pytest.mark.parametrize("word", ["four", "twenty-two", "twenty-one", "ninety-one", "hundred"])
+def test_a_number_in_words(word: str) -> None:
+    assert spelled_number(word)
+
+
+@pytest.mark.parametrize("word", ["one", "first", "twenty-first", "four-poster", "", "-"])
+def test_no_number_in_words(word: str) -> None:
+    """ "one" alone is mostly a pronoun; an ordinal is a date's, not a count."""
+    assert not spelled_number(word)
+
+
+def test_a_short_sum_in_words_is_no_slight_remark() -> None:
+    """ "Four silver." is worth as much as "4 silver.": a short remark with a number in it is
+    no slight one."""
+    for sum_ in ("Four silver.", "Twenty-one silver."):
+        pieces = [
+            Piece(0, "Odile", sum_),
+            Piece(1, "Odile", "The ledger drawer has swollen shut with the damp again."),
+        ]
+        room = max(COUNTER.count(p.text) for p in pieces) + 5  # one of them, with its label
+        assert sum_ in render(choose(pieces, room, COUNTER))
 
 
 def test_an_event_word_alone_tells_nothing() -> None:

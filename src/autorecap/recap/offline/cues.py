@@ -642,6 +642,8 @@ _TITLES = frozenset(
 """Words before a person's name: "at Mrs. Perch's" names no place."""
 
 
+_GESTURE_END = re.compile(r"(?<=\S)\*\s+(?=[\"“A-Z])")
+"""The asterisk that closes a gesture, before the next sentence."""
 _WHEN_NAMES = frozenset(
     """
     january february march april may june july august september october november december
@@ -659,7 +661,9 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
     that are not places (the speakers), and neither are a title's ("at Mrs. Perch's")."""
     persons = {w for name in people for w in name.split()}
     for text in texts:
-        plain = _SPACE.sub(" ", _MARKUP.sub("", text[:400]))
+        # A gesture's closing asterisk ends a sentence: "*in from outside* What's going on?"
+        # names no place called "What's".
+        plain = _SPACE.sub(" ", _MARKUP.sub("", _GESTURE_END.sub(". ", text[:400])))
         for match in _NAMED_PLACE.finditer(plain):
             words = match.group(0).split()
             if words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES:
@@ -670,9 +674,7 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
             # A sentence that opens after an action in asterisks is no place ("*in from
             # outside* What's going on?").
             first = words[0].lower()
-            if persons & set(words) or first in _TITLES or first in _STOP:
-                continue
-            if first not in _WHEN_NAMES:
+            if not persons & set(words) and first not in _TITLES and first not in _WHEN_NAMES:
                 return name
         for match in _PLACE_PHRASE.finditer(plain):
             # A phrase that ends in a kind of place, where the noun phrase ends: "the fish

@@ -71,10 +71,16 @@ _SPELLED = frozenset(
 )
 
 
+_TENS = frozenset("twenty thirty forty fifty sixty seventy eighty ninety".split())
+
+
 def spelled_number(word: str) -> bool:
-    """Whether a lower-case word is a number in words ("four", "twenty-three"); not "one",
-    which is mostly a pronoun."""
-    return bool(word) and all(part in _SPELLED for part in word.split("-"))
+    """Whether a lower-case word is a number in words ("four", "twenty-three", "forty-one");
+    not "one" alone, which is mostly a pronoun."""
+    parts = word.split("-")
+    if len(parts) == 2 and parts[0] in _TENS and parts[1] == "one":
+        return True
+    return bool(word) and all(part in _SPELLED for part in parts)
 
 
 CODE_FACTOR = 2.0
@@ -325,7 +331,11 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
     events = sum(1 for w in words if w in SALIENT)
     factor = 0.6 if question else 1.0
     short = len(text.split()) <= 4 and not events
-    plain = not _DIGIT.search(text) and not _CAPITAL.search(text)
+    plain = (
+        not _DIGIT.search(text)
+        and not _CAPITAL.search(text)
+        and not any(spelled_number(w) for w in words)
+    )
     if short and plain and all(rarity(w) < RARE for w in words):
         factor *= 0.4  # a short remark with no number, name, event or rare word ("A classic
         # arrangement."); "Chrysanthemum." as a password is not one
