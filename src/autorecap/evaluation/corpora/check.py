@@ -85,7 +85,9 @@ def check(path: Path) -> list[str]:
         if not answer:
             problems.append(f"question without an answer: {question!r}")
         if fact.lower() == "yes":
-            holders = [i for i, (_, text, _) in enumerate(messages) if answer in text]
+            # Case aside, as `autorecap eval` counts a planted fact found.
+            wanted = answer.lower()
+            holders = [i for i, (_, text, _) in enumerate(messages) if wanted in text.lower()]
             if len(holders) != 1:
                 problems.append(
                     f"planted fact {answer!r} is in {len(holders)} messages (must be exactly 1)"
