@@ -349,3 +349,20 @@ def test_a_running_recap_line_leaves_out_what_earlier_lines_say_word_for_word() 
     # A scene that says only what was said keeps its line whole (never an empty one).
     again = "Hale: Don't like coincidences at all."
     assert CombineRequest(before, again, "").line == f"- {again}"
+
+
+def test_a_scene_is_not_named_as_the_scene_before_it() -> None:
+    """A journey's scenes all mention where it goes: the next one is named for what else it
+    mentions most, unless that is all it mentions."""
+    said = [
+        {"name": "Mae", "is_user": False, "mes": "Past the Cinder Line by noon, then."},
+        {"name": "Rook", "is_user": True, "mes": "The Cinder Line again. And Port Anvil after."},
+        {"name": "Mae", "is_user": False, "mes": "We dock at Port Anvil, past the Cinder Line."},
+    ]
+    chat = Chat(said, chat_id="c")
+    assert scene_title(chat.messages, 1) == "Scene 2: Cinder Line"
+    assert scene_title(chat.messages, 2, before="Scene 2: Cinder Line") == "Scene 3: Port Anvil"
+    alone = Chat(
+        [{"name": "Mae", "is_user": False, "mes": "Back to the Cinder Line."}], chat_id="d"
+    )
+    assert scene_title(alone.messages, 2, before="Scene 2: Cinder Line") == "Scene 3: Cinder Line"

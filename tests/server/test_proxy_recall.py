@@ -22,8 +22,9 @@ from .test_proxy import bot, user
 
 MakeClient = Callable[[str], openai.OpenAI]
 HEADING = DEFAULT_RECALL_TEMPLATE.split("{{recall}}")[0].strip()
-QUESTION = "Remind me, what did the violet lens from Mother Quillon cost?"
-FACT = "Nine crowns. Moon-ground, from Vell."
+QUESTION = "Remind me, how much did my second-hand boots from the cobbler cost?"
+FACT = "two crowns and eleven pennies"
+"""A fact the running recap leaves out (the violet lens's price, asked before, is in it now)."""
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -68,13 +69,13 @@ def test_a_question_about_a_hidden_message_brings_it_back(
 ) -> None:
     sent = _ask(start_proxy, upstream, openai_client, http, recall=True)
     contents = [str(m["content"]) for m in sent]
-    assert not any(c.startswith("*The old woman rummages") for c in contents)  # hidden
+    assert not any(c.startswith("*I find a cobbler") for c in contents)  # hidden
     recalled = [c for c in contents if c.startswith(HEADING)]
     assert len(recalled) == 1
     assert FACT in recalled[0]
     # Where it comes from: its scene and its number. No day: the history arrived in one
     # request, so when it was written is not known (the day it arrived is not that day).
-    assert re.search(r"- \[scene \d+ · #\d+\] .*Nine crowns", recalled[0])
+    assert re.search(r"- \[scene \d+ · #\d+\] .*two crowns and eleven pennies", recalled[0])
     # Just before the newest message (depth 1), as a system message.
     where = contents.index(recalled[0])
     assert contents[where + 1 :] == [QUESTION]

@@ -297,16 +297,17 @@ def test_the_preview_shows_what_a_question_recalls(
     expect(page.locator("#preview-recall")).to_contain_text("Recall is off")
     expect(page.locator(".recall-piece")).to_have_count(0)
 
-    page.get_by_label("Recall for").fill("What did the violet lens from Mother Quillon cost?")
+    page.get_by_label("Recall for").fill("How much did my second-hand boots from the cobbler cost?")
     page.get_by_label("Recall for").press("Enter")
     pieces = page.locator(".recall-piece")
     expect(pieces.first).to_be_visible()
-    lens = pieces.filter(has_text="Nine crowns")
-    expect(lens).to_have_count(1)
-    expect(lens).to_contain_text("scene ")
-    expect(lens).to_contain_text("score ")
+    boots = pieces.filter(has_text="two crowns and eleven pennies")
+    expect(boots).to_have_count(1)
+    expect(boots).to_contain_text("scene ")
+    expect(boots).to_contain_text("score ")
     # Placed in the prompt just before the newest message, marked as injected.
-    expect(page.locator(".pmsg.injected").filter(has_text="Nine crowns")).to_have_count(1)
+    injected = page.locator(".pmsg.injected").filter(has_text="two crowns and eleven pennies")
+    expect(injected).to_have_count(1)
     shot(page, "preview-recall")
 
 

@@ -112,12 +112,10 @@ def detect_scene_breaks(
         starts[forced] = "length"
     found = sorted(s - 1 for s in starts)
     first = start
+    title = ""
     for number, index in enumerate(found, start=len(existing)):
-        mark_break(
-            messages[index],
-            scene_title(messages[first : index + 1], number),
-            cause=starts[index + 1],
-        )
+        title = scene_title(messages[first : index + 1], number, before=title)
+        mark_break(messages[index], title, cause=starts[index + 1])
         first = index + 1
     for message in messages[start : end + 1]:
         if not get_data(message, "auto_scene_break_checked"):
@@ -227,9 +225,10 @@ def _llm_breaks(
     return found
 
 
-def scene_title(messages: list[Message], number: int) -> str:
+def scene_title(messages: list[Message], number: int, *, before: str = "") -> str:
     """A name for a scene: the name or place it mentions most (capitalised words inside a
-    sentence, not the speakers)."""
+    sentence, not the speakers), unless the scene `before` it is named so (a journey's
+    scenes all mention where it goes: "Scene 2: Cinder Line" after "Scene 1: Cinder Line")."""
     said = [spoken(m) for m in messages]
     speakers = {name for name, _ in said} | {w for name, _ in said for w in name.split()}
     counts: Counter[str] = Counter()
@@ -246,6 +245,9 @@ def scene_title(messages: list[Message], number: int) -> str:
                 if _CALENDAR.match(words[0]):
                     continue  # "on a Tuesday" names no scene
                 counts[phrase] += 1
+    taken = before.partition(": ")[2]
+    if taken in counts and len(counts) > 1:
+        del counts[taken]
     if counts:
         place, _ = max(counts.items(), key=lambda item: (item[1], len(item[0])))
         return f"Scene {number + 1}: {place}"
