@@ -27,6 +27,10 @@ DAY = date(2023, 5, 8)  # a Monday
         ("He called last Friday.", "He called on 5 May 2023."),
         ("Lunch next Wednesday?", "Lunch on 10 May 2023?"),
         ("I saw her last month.", "I saw her in April 2023."),
+        # A time that is the subject of its sentence takes no "on" or "in".
+        ("Yesterday was awful.", "7 May 2023 was awful."),
+        ("Yesterday got under my skin.", "7 May 2023 got under my skin."),
+        ("Last month was hard.", "April 2023 was hard."),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

@@ -65,7 +65,20 @@ def resolve(text: str, today: date | None) -> str:
     """`text` with its relative times replaced by dates (nothing changes without `today`)."""
     if today is None or not _RELATIVE.search(text):
         return text
-    return _RELATIVE.sub(lambda match: _replacement(match, today), text)
+    return _RELATIVE.sub(lambda match: _as_said(match, today), text)
+
+
+_SUBJECT_OF = re.compile(r"(?:\s+(?:was|is|were|got|has|had|felt|seemed|went|will)\b|['’]s\b)")
+"""What follows a time that is the subject of its sentence ("Yesterday was awful")."""
+
+
+def _as_said(match: re.Match[str], today: date) -> str:
+    """The date a relative time names, without its "on" or "in" where the time was the
+    subject ("7 May 2023 was awful", not "On 7 May 2023 was awful")."""
+    replaced = _replacement(match, today)
+    if _SUBJECT_OF.match(match.string, match.end()) and replaced.startswith(("on ", "in ")):
+        return replaced[3:]
+    return replaced
 
 
 def _replacement(match: re.Match[str], today: date) -> str:
