@@ -254,6 +254,14 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
             "By noon the two of them are shouldering through the market.",
         ),
         ("All of you should listen, you too.", "All of them should listen, Tobin too."),
+        # The verb agrees when "you" is the subject of its clause, and not after it.
+        (
+            "If you forget the code, you sleep in the bay.",
+            "If Tobin forgets the code, Tobin sleeps in the bay.",
+        ),
+        ("I know you owe him.", "Know Tobin owes him."),
+        ("Did you forget the code?", "Did Tobin forget the code?"),
+        ("I saw you leave early.", "Saw Tobin leave early."),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

@@ -51,11 +51,29 @@ _FIRST_PERSON_MODAL = {
     "I'd": "would",
     "I’d": "would",
 }
+_PLAIN_VERBS = {
+    verb: verb + "s"
+    for verb in """
+    forget need want know think like love hate owe remember promise mean feel seem look keep
+    get make take leave find give bring buy sell come see tell work live sound call win lose
+    play eat drink read write drive sleep stay start stop help ask
+    """.split()
+} | {"go": "goes", "pay": "pays", "say": "says", "try": "tries"}
+"""Verbs that take an "s" after a name ("if you forget" -> "if Teo forgets")."""
 _SECOND_PERSON = re.compile(
     r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
-    r"(?:\s+(have|are|were|do|don't|don’t|haven't|haven’t|aren't|aren’t|weren't|weren’t))?",
+    r"(?:\s+(have|are|were|do|don't|don’t|haven't|haven’t|aren't|aren’t|weren't|weren’t"
+    rf"|{'|'.join(sorted(_PLAIN_VERBS))})\b)?",
     re.IGNORECASE,
 )
+_CLAUSE_START = re.compile(
+    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that"
+    r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
+    r"|swear|wish|sure|glad|sorry))\s*$",
+    re.IGNORECASE,
+)
+"""What comes before a "you" that is the subject of its clause ("if you forget"), not the
+object of a verb ("I saw you leave", "did you forget")."""
 _THIRD_PERSON_VERB = {
     "have": "has",
     "are": "is",
@@ -232,8 +250,10 @@ def _named(match: re.Match[str], other: str) -> str:
     named = _SECOND_FORMS.get(pronoun, "{}").format(other)
     if verb is None:
         return named
-    if pronoun in ("you", "u"):
-        return f"{named} {_THIRD_PERSON_VERB.get(verb.lower(), verb)}"
+    if pronoun in ("you", "u") and verb.lower() in _THIRD_PERSON_VERB:
+        return f"{named} {_THIRD_PERSON_VERB[verb.lower()]}"
+    if pronoun in ("you", "u") and _CLAUSE_START.search(match.string, 0, match.start()):
+        return f"{named} {_PLAIN_VERBS[verb.lower()]}"
     return f"{named} {verb}"
 
 
