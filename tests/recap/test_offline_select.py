@@ -262,6 +262,9 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         ("I know you owe him.", "Know Tobin owes him."),
         ("Did you forget the code?", "Did Tobin forget the code?"),
         ("I saw you leave early.", "Saw Tobin leave early."),
+        ("Are you sure you want this?", "Is Tobin sure Tobin wants this?"),
+        ("What do you think?", "What does Tobin think?"),
+        ("I have you now.", "Have Tobin now."),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

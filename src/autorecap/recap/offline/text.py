@@ -232,8 +232,23 @@ def about(sentence: str, other: str | None) -> str:
     else:
         text = _FIRST_PERSON_START.sub("", text, count=1)
     if other:
+        if text.rstrip(" \"'”*").endswith("?"):  # "I have you now" asks nothing
+            text = _ASKED_OF_YOU.sub(lambda m: f"{_third_person(m.group(1))} {other}", text)
         text = _SECOND_PERSON.sub(lambda m: _named(m, other), text)
     return text[:1].upper() + text[1:] if text else ""
+
+
+_ASKED_OF_YOU = re.compile(
+    r"\b(are|were|do|have|aren't|aren’t|weren't|weren’t|don't|don’t|haven't|haven’t)\s+(?:you|u)\b",
+    re.IGNORECASE,
+)
+"""A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
+sure?")."""
+
+
+def _third_person(verb: str) -> str:
+    said = _THIRD_PERSON_VERB[verb.lower()]
+    return said.capitalize() if verb[:1].isupper() else said
 
 
 _SHARE_OF = re.compile(
