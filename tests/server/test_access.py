@@ -611,18 +611,6 @@ def test_serve_without_keys_says_access_control_is_off(
     assert "anyone who can reach" in " ".join(err.split())
 
 
-def test_serve_on_an_ipv6_address_writes_its_urls_with_brackets(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    if not socket.has_ipv6:
-        pytest.skip("no IPv6 here")
-    code, err, _ = run_serve(capsys, monkeypatch, "--db", str(tmp_path / "x.db"), "--host", "::1")
-    assert code == 0, err
-    text = " ".join(err.split())
-    assert "http://[::1]:" in text
-    assert "http://::1:" not in text
-
-
 def test_serve_on_a_port_in_use_says_so_before_anything_starts(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from autorecap.cli.serve import _listen
+from autorecap.cli.serve import _listen, base_url
 from autorecap.errors import AutorecapError
 
 
@@ -28,6 +28,12 @@ def test_a_port_held_by_another_starting_server_is_in_use() -> None:
     finally:
         for listener in first:
             listener.close()
+
+
+def test_an_ipv6_address_is_written_in_brackets_in_the_urls() -> None:
+    assert base_url("::1", 8008) == "http://[::1]:8008"
+    assert base_url("127.0.0.1", 8008) == "http://127.0.0.1:8008"
+    assert base_url("localhost", 8008) == "http://localhost:8008"
 
 
 def test_an_unknown_host_is_a_clear_error() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from contextlib import ExitStack, suppress
 from enum import StrEnum
@@ -106,7 +107,7 @@ def serve(
                 timeout_s=upstream_timeout,
             )
         )
-        base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"  # IPv6
+        base = base_url(host, port)
         err.print(
             f"autorecap proxy on {base}/v1 -> {shown_upstream(upstream)} "
             f"(recaps: {recap_backend.value}); per-chat base URL: {base}/c/CHAT/v1"
@@ -150,6 +151,11 @@ BACKLOG = 2048
 """Connections waiting to be accepted (uvicorn's default)."""
 
 
+def base_url(host: str, port: int) -> str:
+    """The URL a client reaches the server at (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _listen(host: str, port: int) -> list[socket.socket]:
     """The server's sockets, listening before anything starts, so that an address that cannot
     be listened on fails with what to do (uvicorn would say so only after the banner, as a
@@ -165,14 +171,9 @@ def _listen(host: str, port: int) -> list[socket.socket]:
         ) from None
     listeners: list[socket.socket] = []
     try:
-        for family, kind, protocol, _name, address in dict.fromkeys(found):
-            listener = socket.socket(family, kind, protocol)
-            listeners.append(listener)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            listener.bind(address)
-            listener.listen(BACKLOG)
+        for family, _kind, _protocol, _name, address in dict.fromkeys(found):
+            # Bound and listening, an IPv6 socket for IPv6 only, as asyncio binds them.
+            listeners.append(socket.create_server(address, family=family, backlog=BACKLOG))
     except OSError as error:
         for listener in listeners:
             listener.close()
@@ -181,7 +182,7 @@ def _listen(host: str, port: int) -> list[socket.socket]:
                 f"port {port} on {host} is in use (another server is listening there): "
                 "stop it, or pick another port with --port"
             ) from None
-        reason = error.strerror or str(error)
+        reason = os.strerror(error.errno) if error.errno else str(error)
         raise AutorecapError(
             f"cannot listen on {host}:{port} ({reason}): check --host and --port"
         ) from None

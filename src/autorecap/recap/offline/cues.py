@@ -671,8 +671,6 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
         for match in _IN_PLACE.finditer(plain):
             name = match.group(1)
             words = name.removesuffix("'s").removesuffix("’s").split()
-            # A sentence that opens after an action in asterisks is no place ("*in from
-            # outside* What's going on?").
             first = words[0].lower()
             if not persons & set(words) and first not in _TITLES and first not in _WHEN_NAMES:
                 return name

@@ -60,20 +60,6 @@ _PLAIN_VERBS = {
     """.split()
 } | {"go": "goes", "pay": "pays", "say": "says", "try": "tries"}
 """Verbs that take an "s" after a name ("if you forget" -> "if Teo forgets")."""
-_SECOND_PERSON = re.compile(
-    r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
-    r"(?:\s+(have|are|were|do|don't|don’t|haven't|haven’t|aren't|aren’t|weren't|weren’t"
-    rf"|{'|'.join(sorted(_PLAIN_VERBS))})\b)?",
-    re.IGNORECASE,
-)
-_CLAUSE_START = re.compile(
-    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that"
-    r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
-    r"|swear|wish|sure|glad|sorry))\s*$",
-    re.IGNORECASE,
-)
-"""What comes before a "you" that is the subject of its clause ("if you forget"), not the
-object of a verb ("I saw you leave", "did you forget")."""
 _THIRD_PERSON_VERB = {
     "have": "has",
     "are": "is",
@@ -88,6 +74,21 @@ _THIRD_PERSON_VERB = {
     "weren't": "wasn't",
     "weren’t": "wasn't",
 }
+_AUXILIARY = "|".join(re.escape(v) for v in sorted(_THIRD_PERSON_VERB, key=len, reverse=True))
+"""The verbs that agree with a name in any clause ("you are" -> "Teo is"), as a pattern."""
+_SECOND_PERSON = re.compile(
+    r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
+    rf"(?:\s+({_AUXILIARY}|{'|'.join(sorted(_PLAIN_VERBS))})\b)?",
+    re.IGNORECASE,
+)
+_CLAUSE_START = re.compile(
+    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that"
+    r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
+    r"|swear|wish|sure|glad|sorry))\s*$",
+    re.IGNORECASE,
+)
+"""What comes before a "you" that is the subject of its clause ("if you forget"), not the
+object of a verb ("I saw you leave", "did you forget")."""
 _SECOND_FORMS = {
     "you're": "{} is",
     "you’re": "{} is",
@@ -238,10 +239,7 @@ def about(sentence: str, other: str | None) -> str:
     return text[:1].upper() + text[1:] if text else ""
 
 
-_ASKED_OF_YOU = re.compile(
-    r"\b(are|were|do|have|aren't|aren’t|weren't|weren’t|don't|don’t|haven't|haven’t)\s+(?:you|u)\b",
-    re.IGNORECASE,
-)
+_ASKED_OF_YOU = re.compile(rf"\b({_AUXILIARY})\s+(?:you|u)\b", re.IGNORECASE)
 """A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
 sure?")."""
 
