@@ -130,6 +130,17 @@ def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() 
     assert number_value("c-2209") > number_value("31")
     assert number_value("60312") > number_value("31")
     assert number_value("555-0172-88") > number_value("c-2209")  # more digits to keep whole
+    assert number_value("2024") == number_value("31") < number_value("6031")  # a year is no code
+
+
+def test_a_code_outweighs_a_dated_sentence_full_of_numbers() -> None:
+    """A date a recap resolved ("on 2 February 2024") is not worth a code: its year is one
+    number among others, not four digits to keep whole."""
+    dated = "The plumber is coming on 2 February 2024 between 8 and 12."
+    code = "The job reference is BX-20391."
+    pieces = [Piece(0, "Nell", dated), Piece(1, "Nell", code)]
+    room = max(COUNTER.count(p.text) for p in pieces) + 4  # one of them, with its label
+    assert [p.text for p in choose(pieces, room, COUNTER)] == [code]
 
 
 @settings(max_examples=60, deadline=None)

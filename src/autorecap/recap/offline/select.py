@@ -55,6 +55,8 @@ NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
 _DIGITS = re.compile(r"\d")
 _CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
+_YEAR = re.compile(r"^(?:1[5-9]|20)\d\d$")
+"""A year (1500-2099): a date's number like any other, though it has four digits."""
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
 
 
@@ -90,9 +92,11 @@ CODE_FACTOR = 2.0
 def number_value(word: str) -> float:
     """What a word with digits is worth: a code, an address or a long number ("14-02-27",
     "c-2209", "60312") is asked for later more than a clock time, which narration is full
-    of."""
+    of, or a year, which every date a recap resolves ("on 2 February 2024") carries."""
     if _CLOCK.match(word):
         return NUMBER_VALUE * 0.5
+    if _YEAR.match(word):
+        return NUMBER_VALUE  # a year is one number, not a four-digit code
     # A long code must be kept whole to be any use, and costs tokens in proportion to its
     # digits: it is worth as much more.
     digits = max(1.0, len(_DIGITS.findall(word)) / 3)
