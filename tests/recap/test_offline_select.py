@@ -293,3 +293,26 @@ def test_a_stage_direction_is_no_piece_of_a_recap() -> None:
     assert any("cistern" in p for p in said)
     assert any("tankard" in p for p in said)  # a gesture that tells something stays
     assert not any("snort" in p.lower() or "dryly" in p.lower() for p in said)
+
+
+def test_a_scene_full_of_facts_keeps_more_of_its_line_than_one_of_small_talk() -> None:
+    """The older lines share the room by what they tell, not in equal parts: the scene where
+    the codes and names were given keeps them all, the small talk around it keeps its gist."""
+    engine = OfflineBackend(COUNTER)
+    chatter = (
+        "- [Day {k}] Mara: The weather was grey again and the tea was weak. Oren: He said the "
+        "bus ran late and the canteen ran out of soup. Mara: They agreed it was a long week."
+    )
+    facts = (
+        "- [Day 3] Mara: The locker code is 4471-K. Oren: The courier is Tamsin Vell. "
+        "Mara: The drop is at Pier 19 on Harrow Quay. Oren: The fee is 340 crowns."
+    )
+    lines = [chatter.format(k=k) for k in (1, 2)] + [facts] + [chatter.format(k=k) for k in (4, 5)]
+    lines.append("- [Day 6] Mara: They slept.")
+    budget = COUNTER.count("\n".join(lines)) * 2 // 3
+    fitted = engine.fit(lines, budget)
+    assert COUNTER.count("\n".join(fitted)) <= budget
+    kept = next(line for line in fitted if line.startswith("- [Day 3]"))
+    for fact in ("4471-K", "Tamsin Vell", "Pier 19", "340 crowns"):
+        assert fact in kept
+    assert all(line.startswith("- [Day") for line in fitted)

@@ -9,10 +9,13 @@ names the speaker), and relative times are made dates when the scene's day is kn
 (`when.resolve`: "yesterday" in a scene of 8 May 2023 is "on 7 May 2023"). A scene recap opens
 with its day and place: "[8 May 2023 · Porto]".
 
-The running recap has one line per scene, newest last; when it would pass its cap, the oldest
-lines are shortened first and most (`select.fit_lines`), and dropped only when even the
-shortest do not fit. A shortened line keeps what the other lines do not say: words most lines
-repeat (the cast, the usual places) and the newest line's words are worth little in it.
+The running recap has one line per scene, newest last; when it would pass its cap, the older
+lines are shortened together (`select.fit_lines`): each keeps its header and its most telling
+sentence, and the rest of the room goes to the sentences that tell the most in any of them,
+worth less the older their scene, so a scene full of facts keeps more than one of small talk.
+Words most lines repeat (the cast, the usual places), the newest line's words and what another
+line already says are worth little. The oldest lines are dropped only when even their most
+telling sentences do not fit.
 Deterministic and fast: arithmetic over words, nothing learned.
 """
 
@@ -57,9 +60,6 @@ class OfflineBackend(RecapBackend):
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter = counter or get_counter()
-        self._shortened: dict[tuple[str, int, frozenset[str]], str] = {}
-        """Lines shortened before: a running recap shortens the same old lines at each
-        version."""
 
     # --- tier 1: one message -----------------------------------------------------------------
 
@@ -123,23 +123,12 @@ class OfflineBackend(RecapBackend):
             return lines
         # The newest line is always whole, so what it says need not be said again above it.
         known = recurring_words(lines) | content_words(lines[-1])
-        return fit_lines(
-            lines, budget, self.counter, lambda line, size: self.shorten(line, size, known)
-        )
+        return fit_lines(lines, budget, self.counter, header=_HEADER, known=known)
 
     def shorten(self, line: str, tokens: int, known: frozenset[str] = frozenset()) -> str:
         """A recap line shortened to about `tokens` tokens: its header kept, then its most
         telling sentences, at least the one that tells the most (whole: half a sentence
-        tells less than one whole). `known`: words the other lines say too (the cast, the
-        usual places), worth little here."""
-        key = (line, tokens, known)
-        if key not in self._shortened:
-            if len(self._shortened) > 50_000:
-                self._shortened.clear()
-            self._shortened[key] = self._shorten(line, tokens, known)
-        return self._shortened[key]
-
-    def _shorten(self, line: str, tokens: int, known: frozenset[str]) -> str:
+        tells less than one whole). `known`: words worth little here."""
         match = _HEADER.match(line)
         head = match.group(0) if match else ""
         pieces = parse(line[len(head) :])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -254,58 +254,141 @@ def parse(body: str) -> list[Piece]:
     return pieces
 
 
+AGE_FLOOR = 0.7
+"""What a sentence in the oldest line of a running recap is worth against the same sentence in
+the newest line (the lines between in proportion): the older a scene, the less of it stays."""
+
+
+ELSEWHERE_SHARE = 0.3
+"""What a word that another line of the running recap already says is worth in a line (a word
+the line itself says is worth nothing more): each scene keeps its own facts, though the cast
+and the objects they share come back. Measured with `autorecap eval` at 2,000 tokens, against
+each word counted once in all lines (0) and once per line (1): planted facts in the running
+recap 147, 146 and 143 of 160 on the dev chats, 482, 488 and 493 of 556 on the generated ones
+(seeds 1-3); answer words on the dev chats 81.8, 81.9 and 81.2%."""
+
+
 def fit_lines(
     lines: list[str],
     budget: int,
     counter: TokenCounter,
-    shorten: Callable[[str, int], str],
+    *,
+    header: re.Pattern[str],
+    known: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Make recap lines fit `budget` tokens, oldest shortened first and most.
+    """Make recap lines fit `budget` tokens, the newest whole, the older ones shortened.
 
-    Each line may keep a share of the cap that grows with its recency (the oldest 70% as much
-    as the newest): the cap that makes everything fit is found by bisection, and lines above
-    their share are shortened to it (`shorten(line, tokens)`), never below their most telling
-    sentence (`shorten(line, 0)`). When even those do not fit, the oldest lines are dropped.
-    The newest line is never touched."""
+    Every older line keeps its header and its most telling sentence; the rest of the room goes
+    to the sentences that tell the most per token across all the older lines at once (what a
+    line already says is worth nothing more in it, what another line says little, and the
+    older the line the less its sentences are worth), so a scene full of facts keeps more than
+    one of small talk. When even the most telling sentences do not fit, the oldest lines are
+    dropped. `header`: what opens a line and stays
+    (its day and place); `known`: words worth little (the cast, what the newest line says)."""
 
     def total(items: Sequence[str]) -> int:
         return sum(counter.count(line) for line in items) + max(0, len(items) - 1)
 
     if total(lines) <= budget:
         return lines
-    floors = [shorten(line, 0) for line in lines[:-1]]
-    while floors and total([*floors, lines[-1]]) > budget:
-        del floors[0]  # not even its best sentence fits: the oldest scene goes
-        del lines[0]
-    if not floors:
+    older = []
+    for line in lines[:-1]:
+        match = header.match(line)
+        head = match.group(0) if match else ""
+        older.append((head, parse(line[len(head) :])))
+    floors = [[best(pieces, counter, known)] if pieces else [] for _head, pieces in older]
+    rendered = [_line(head, kept) for (head, _), kept in zip(older, floors, strict=True)]
+    while older and total([*rendered, lines[-1]]) > budget:
+        del older[0], floors[0], rendered[0]  # not even its best sentence fits: it goes
+    if not older:
         return lines[-1:]
-    count = len(lines)
-    ages = [0.7 + 0.3 * i / max(1, count - 1) for i in range(count)]  # oldest 0.7 .. newest 1
-    sizes = [counter.count(line) for line in lines]
-    floor_sizes = [counter.count(line) for line in floors]
+    room = budget - total([*rendered, lines[-1]])
+    ages = [AGE_FLOOR + (1 - AGE_FLOOR) * i / len(older) for i in range(len(older))]
+    kept = _choose_across([pieces for _head, pieces in older], floors, ages, room, counter, known)
+    fitted = [_line(head, chosen) for (head, _), chosen in zip(older, kept, strict=True)]
+    return [*fitted, lines[-1]]
 
-    def shortened(cap: float) -> list[str]:
-        out = []
-        for i, line in enumerate(lines[:-1]):
-            limit = int(cap * ages[i])
-            if sizes[i] <= limit:
-                out.append(line)
-            elif floor_sizes[i] >= limit:
-                out.append(floors[i])
-            else:
-                out.append(shorten(line, limit))
-        return [*out, lines[-1]]
 
-    low, high = 0.0, float(max(sizes))
-    best_fit = [*floors, lines[-1]]
-    while high - low > max(4.0, 0.04 * high):
-        middle = (low + high) / 2
-        candidate = shortened(middle)
-        if total(candidate) <= budget:
-            low, best_fit = middle, candidate
-        else:
-            high = middle
-    return best_fit
+def _line(head: str, pieces: Sequence[Piece]) -> str:
+    return f"{head}{render(pieces)}"
+
+
+def _choose_across(
+    lines: Sequence[Sequence[Piece]],
+    floors: Sequence[Sequence[Piece]],
+    ages: Sequence[float],
+    room: int,
+    counter: TokenCounter,
+    known: frozenset[str],
+) -> list[list[Piece]]:
+    """`choose` over the pieces of several lines at once: each line starts from its floor,
+    and the `room` left goes to the pieces worth most per token (times their line's age
+    factor) in any line. Each line's speakers are named in it, so a label is paid per line."""
+    candidates = [
+        (n, p)
+        for n, pieces in enumerate(lines)
+        for p in pieces
+        if p not in floors[n] and not content_words(p.text) <= known  # says nothing new
+    ]
+    profiles = [_profile(p.text, p.question, known) for _n, p in candidates]
+    costs = [max(1, counter.count(p.text)) for _n, p in candidates]
+    covers: list[set[str]] = [set() for _ in floors]  # the words each line says so far
+    covered: set[str] = set()  # and all of them
+    for n, floor in enumerate(floors):
+        for piece in floor:
+            words = _profile(piece.text, piece.question, known)[0]
+            covers[n].update(words)
+            covered.update(words)
+    speakers = [{p.speaker for p in floor} for floor in floors]
+    chosen: list[int] = []
+
+    def label(i: int) -> int:
+        n, piece = candidates[i]
+        return 0 if piece.speaker in speakers[n] or not piece.speaker else LABEL_TOKENS
+
+    def worth(i: int) -> float:
+        values, bonus, factor = profiles[i]
+        own = covers[candidates[i][0]]
+        gain = sum(
+            0.0 if w in own else v * ELSEWHERE_SHARE if w in covered else v
+            for w, v in values.items()
+        )
+        cost = costs[i] + label(i)
+        return (gain + bonus) / math.pow(cost, 0.85) * factor * ages[candidates[i][0]]
+
+    heap = [(-worth(i), i) for i in range(len(candidates))]
+    heapq.heapify(heap)
+    spent = 0
+    while heap:
+        _stale, i = heapq.heappop(heap)
+        if spent + costs[i] + label(i) > room:
+            continue
+        fresh = worth(i)
+        if heap and fresh < -heap[0][0]:
+            heapq.heappush(heap, (-fresh, i))
+            continue
+        if fresh < MIN_WORTH:
+            break
+        chosen.append(i)
+        covers[candidates[i][0]].update(profiles[i][0])
+        covered.update(profiles[i][0])
+        spent += costs[i] + label(i)
+        speakers[candidates[i][0]].add(candidates[i][1].speaker)
+    kept = [list(floor) for floor in floors]
+    for i in chosen:
+        n, piece = candidates[i]
+        kept[n].append(piece)
+    for pieces in kept:
+        pieces.sort(key=lambda p: p.position)
+    # Labels were counted once per line and speaker; a speaker is named again each time the
+    # turn changes hands: drop the chosen pieces that tell least until the lines fit.
+    budget = room + sum(counter.count(render(floor)) for floor in floors)
+    while chosen and sum(counter.count(render(pieces)) for pieces in kept) > budget:
+        worst = min(chosen, key=lambda i: _alone(profiles[i], costs[i]) * ages[candidates[i][0]])
+        chosen.remove(worst)
+        n, piece = candidates[worst]
+        kept[n].remove(piece)
+    return kept
 
 
 RARE = 4.0
