@@ -5,7 +5,9 @@ Each sentence is worth the rarity of the content words it adds to what is alread
 quoted password; a word said twice counts once), more when it tells of an event a memory must
 keep (a promise, a purchase, a move, an injury), less when it only asks. Sentences are taken
 greedily by worth per token until the budget is spent, then put back in the order they were
-said, grouped by speaker ("Caroline: ... Melanie: ...").
+said, grouped by speaker ("Caroline: ... Melanie: ..."). The lines of a running recap are
+shortened the same way, all at once (`fit_lines`): the room goes to the best sentences of any
+line, so a scene full of facts keeps more of its line than one of small talk.
 """
 
 from __future__ import annotations
@@ -133,6 +135,20 @@ class Piece:
     ("," or " —"), so that kept side by side they read as the sentence did."""
 
 
+AGE_FLOOR = 0.7
+"""What a sentence in the oldest line of a running recap is worth against the same sentence in
+the newest line (the lines between in proportion): the older a scene, the less of it stays."""
+
+
+ELSEWHERE_SHARE = 0.3
+"""What a word that another line of the running recap already says is worth in a line (a word
+the line itself says is worth nothing more): each scene keeps its own facts, though the cast
+and the objects they share come back. Measured with `autorecap eval` at 2,000 tokens, against
+each word counted once in all lines (0) and once per line (1): planted facts in the running
+recap 147, 146 and 143 of 160 on the dev chats, 482, 488 and 493 of 556 on the generated ones
+(seeds 1-3); answer words on the dev chats 81.8, 81.9 and 81.2%."""
+
+
 def choose(
     pieces: Sequence[Piece],
     budget: int,
@@ -141,30 +157,63 @@ def choose(
     known: frozenset[str] = frozenset(),
 ) -> list[Piece]:
     """The pieces worth most per token that fit `budget` (speaker labels counted), in order.
-    `known`: words every piece would repeat (the speakers' names), worth little.
+    `known`: words every piece would repeat (the speakers' names), worth little."""
+    return choose_across([pieces], budget, counter, known=known)[0]
+
+
+def choose_across(
+    lines: Sequence[Sequence[Piece]],
+    room: int,
+    counter: TokenCounter,
+    *,
+    known: frozenset[str] = frozenset(),
+    floors: Sequence[Sequence[Piece]] = (),
+    ages: Sequence[float] = (),
+) -> list[list[Piece]]:
+    """`choose` over the pieces of several lines at once: each line starts from its floor
+    (pieces it keeps whatever they cost, outside `room`), and `room` goes to the pieces worth
+    most per token in any line, times their line's age factor. What a line already says is
+    worth nothing more in it, what another line says `ELSEWHERE_SHARE` of its value. Each
+    line names its own speakers, so a label is paid per line.
 
     Greedy on worth per token, lazily: a piece's worth only falls as words get covered, so
     a piece whose stale worth still tops the heap is rescored, and taken if it stays on top."""
-    profiles = [_profile(p.text, p.question, known) for p in pieces]
-    costs = [max(1, counter.count(p.text)) for p in pieces]
-    covered: set[str] = set()
-    speakers: set[str] = set()
+    floors = floors or [()] * len(lines)
+    ages = ages or [1.0] * len(lines)
+    candidates = [(n, p) for n, pieces in enumerate(lines) for p in pieces if p not in floors[n]]
+    profiles = [_profile(p.text, p.question, known) for _n, p in candidates]
+    costs = [max(1, counter.count(p.text)) for _n, p in candidates]
+    covers: list[set[str]] = [set() for _ in lines]  # the words each line says so far
+    covered: set[str] = set()  # and all of them
+    for n, floor in enumerate(floors):
+        for piece in floor:
+            words = _profile(piece.text, piece.question, known)[0]
+            covers[n].update(words)
+            covered.update(words)
+    speakers = [{p.speaker for p in floor} for floor in floors]
     chosen: list[int] = []
-    spent = 0
+
+    def label(i: int) -> int:
+        n, piece = candidates[i]
+        return 0 if piece.speaker in speakers[n] or not piece.speaker else LABEL_TOKENS
 
     def worth(i: int) -> float:
         values, bonus, factor = profiles[i]
-        label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else LABEL_TOKENS
-        gain = sum(v for w, v in values.items() if w not in covered)
-        return (gain + bonus) / math.pow(costs[i] + label, 0.85) * factor
+        own = covers[candidates[i][0]]
+        gain = sum(
+            0.0 if w in own else v * ELSEWHERE_SHARE if w in covered else v
+            for w, v in values.items()
+        )
+        cost = costs[i] + label(i)
+        return (gain + bonus) / math.pow(cost, 0.85) * factor * ages[candidates[i][0]]
 
-    heap = [(-worth(i), i) for i in range(len(pieces))]
+    heap = [(-worth(i), i) for i in range(len(candidates))]
     heapq.heapify(heap)
+    spent = 0
     while heap:
         _stale, i = heapq.heappop(heap)
-        label = 0 if pieces[i].speaker in speakers or not pieces[i].speaker else LABEL_TOKENS
-        if spent + costs[i] + label > budget:
-            continue  # never fits again (the budget only shrinks)
+        if spent + costs[i] + label(i) > room:
+            continue  # never fits again (the room only shrinks)
         fresh = worth(i)
         if heap and fresh < -heap[0][0]:
             heapq.heappush(heap, (-fresh, i))
@@ -172,15 +221,29 @@ def choose(
         if fresh < MIN_WORTH:
             break
         chosen.append(i)
+        covers[candidates[i][0]].update(profiles[i][0])
         covered.update(profiles[i][0])
-        spent += costs[i] + label
-        speakers.add(pieces[i].speaker)
-    kept = sorted(chosen, key=lambda i: pieces[i].position)
+        spent += costs[i] + label(i)
+        speakers[candidates[i][0]].add(candidates[i][1].speaker)
+    kept = [list(floor) for floor in floors]
+    for i in chosen:
+        n, piece = candidates[i]
+        kept[n].append(piece)
+    for pieces in kept:
+        pieces.sort(key=lambda p: p.position)
     # A speaker is named again each time the turn changes hands, which the greedy pass
-    # counted once: drop the pieces that tell least per token until the prose fits.
-    while len(kept) > 1 and counter.count(render([pieces[i] for i in kept])) > budget:
-        kept.remove(min(kept, key=lambda i: _alone(profiles[i], costs[i])))
-    return [pieces[i] for i in kept]
+    # counted once: drop the chosen pieces that tell least per token until the prose fits.
+    budget = room + sum(counter.count(render(floor)) for floor in floors if floor)
+    while (
+        (len(chosen) > 1 or any(floors))
+        and chosen
+        and (sum(counter.count(render(pieces)) for pieces in kept if pieces) > budget)
+    ):
+        worst = min(chosen, key=lambda i: _alone(profiles[i], costs[i]) * ages[candidates[i][0]])
+        chosen.remove(worst)
+        n, piece = candidates[worst]
+        kept[n].remove(piece)
+    return kept
 
 
 def _alone(profile: tuple[dict[str, float], float, float], cost: int) -> float:
@@ -254,20 +317,6 @@ def parse(body: str) -> list[Piece]:
     return pieces
 
 
-AGE_FLOOR = 0.7
-"""What a sentence in the oldest line of a running recap is worth against the same sentence in
-the newest line (the lines between in proportion): the older a scene, the less of it stays."""
-
-
-ELSEWHERE_SHARE = 0.3
-"""What a word that another line of the running recap already says is worth in a line (a word
-the line itself says is worth nothing more): each scene keeps its own facts, though the cast
-and the objects they share come back. Measured with `autorecap eval` at 2,000 tokens, against
-each word counted once in all lines (0) and once per line (1): planted facts in the running
-recap 147, 146 and 143 of 160 on the dev chats, 482, 488 and 493 of 556 on the generated ones
-(seeds 1-3); answer words on the dev chats 81.8, 81.9 and 81.2%."""
-
-
 def fit_lines(
     lines: list[str],
     budget: int,
@@ -304,91 +353,18 @@ def fit_lines(
         return lines[-1:]
     room = budget - total([*rendered, lines[-1]])
     ages = [AGE_FLOOR + (1 - AGE_FLOOR) * i / len(older) for i in range(len(older))]
-    kept = _choose_across([pieces for _head, pieces in older], floors, ages, room, counter, known)
+    # A sentence that says only what the newest line or most lines say is no use here.
+    fresh = [
+        [p for p in pieces if p in floor or not content_words(p.text) <= known]
+        for (_head, pieces), floor in zip(older, floors, strict=True)
+    ]
+    kept = choose_across(fresh, room, counter, known=known, floors=floors, ages=ages)
     fitted = [_line(head, chosen) for (head, _), chosen in zip(older, kept, strict=True)]
     return [*fitted, lines[-1]]
 
 
 def _line(head: str, pieces: Sequence[Piece]) -> str:
     return f"{head}{render(pieces)}"
-
-
-def _choose_across(
-    lines: Sequence[Sequence[Piece]],
-    floors: Sequence[Sequence[Piece]],
-    ages: Sequence[float],
-    room: int,
-    counter: TokenCounter,
-    known: frozenset[str],
-) -> list[list[Piece]]:
-    """`choose` over the pieces of several lines at once: each line starts from its floor,
-    and the `room` left goes to the pieces worth most per token (times their line's age
-    factor) in any line. Each line's speakers are named in it, so a label is paid per line."""
-    candidates = [
-        (n, p)
-        for n, pieces in enumerate(lines)
-        for p in pieces
-        if p not in floors[n] and not content_words(p.text) <= known  # says nothing new
-    ]
-    profiles = [_profile(p.text, p.question, known) for _n, p in candidates]
-    costs = [max(1, counter.count(p.text)) for _n, p in candidates]
-    covers: list[set[str]] = [set() for _ in floors]  # the words each line says so far
-    covered: set[str] = set()  # and all of them
-    for n, floor in enumerate(floors):
-        for piece in floor:
-            words = _profile(piece.text, piece.question, known)[0]
-            covers[n].update(words)
-            covered.update(words)
-    speakers = [{p.speaker for p in floor} for floor in floors]
-    chosen: list[int] = []
-
-    def label(i: int) -> int:
-        n, piece = candidates[i]
-        return 0 if piece.speaker in speakers[n] or not piece.speaker else LABEL_TOKENS
-
-    def worth(i: int) -> float:
-        values, bonus, factor = profiles[i]
-        own = covers[candidates[i][0]]
-        gain = sum(
-            0.0 if w in own else v * ELSEWHERE_SHARE if w in covered else v
-            for w, v in values.items()
-        )
-        cost = costs[i] + label(i)
-        return (gain + bonus) / math.pow(cost, 0.85) * factor * ages[candidates[i][0]]
-
-    heap = [(-worth(i), i) for i in range(len(candidates))]
-    heapq.heapify(heap)
-    spent = 0
-    while heap:
-        _stale, i = heapq.heappop(heap)
-        if spent + costs[i] + label(i) > room:
-            continue
-        fresh = worth(i)
-        if heap and fresh < -heap[0][0]:
-            heapq.heappush(heap, (-fresh, i))
-            continue
-        if fresh < MIN_WORTH:
-            break
-        chosen.append(i)
-        covers[candidates[i][0]].update(profiles[i][0])
-        covered.update(profiles[i][0])
-        spent += costs[i] + label(i)
-        speakers[candidates[i][0]].add(candidates[i][1].speaker)
-    kept = [list(floor) for floor in floors]
-    for i in chosen:
-        n, piece = candidates[i]
-        kept[n].append(piece)
-    for pieces in kept:
-        pieces.sort(key=lambda p: p.position)
-    # Labels were counted once per line and speaker; a speaker is named again each time the
-    # turn changes hands: drop the chosen pieces that tell least until the lines fit.
-    budget = room + sum(counter.count(render(floor)) for floor in floors)
-    while chosen and sum(counter.count(render(pieces)) for pieces in kept) > budget:
-        worst = min(chosen, key=lambda i: _alone(profiles[i], costs[i]) * ages[candidates[i][0]])
-        chosen.remove(worst)
-        n, piece = candidates[worst]
-        kept[n].remove(piece)
-    return kept
 
 
 RARE = 4.0
