@@ -240,9 +240,11 @@ def test_an_old_line_keeps_what_no_other_line_says() -> None:
     ]
     fitted = engine.fit(lines, 150)
     assert COUNTER.count("\n".join(fitted)) <= 150
-    assert fitted[-1] == lines[-1]
-    for line in fitted[:-1]:
+    assert fitted[-1].startswith("- [Scene 8]")
+    for line in fitted:
         assert "Wexley Court" in line
+    assert sum("Dana Okafor and Theo Marsh" in line for line in fitted) <= 1
+    for line in fitted[:-1]:
         assert "Dana Okafor and Theo Marsh" not in line
 
 
@@ -316,3 +318,29 @@ def test_a_scene_full_of_facts_keeps_more_of_its_line_than_one_of_small_talk() -
     for fact in ("4471-K", "Tamsin Vell", "Pier 19", "340 crowns"):
         assert fact in kept
     assert all(line.startswith("- [Day") for line in fitted)
+
+
+def test_a_long_newest_scene_of_small_talk_does_not_crowd_out_the_facts_before_it() -> None:
+    """The newest line shares the room like the others: its small talk is shortened before
+    an older scene's codes and names are dropped."""
+    engine = OfflineBackend(COUNTER)
+    facts = [
+        f"- [Day {k}] Mara: The locker code is {k}471-K. Oren: The courier is Tamsin Vell{k}."
+        for k in range(1, 5)
+    ]
+    remarks = [
+        "the weather was grey again",
+        "the tea was weak and cold",
+        "the bus ran late as usual",
+        "the canteen ran out of soup",
+        "the lift smelled of wet dogs",
+        "the radiator clanked all night",
+    ]
+    newest = "- [Day 5] " + " ".join(f"Oren: Honestly {r}. Mara: Yes, {r}." for r in remarks)
+    lines = [*facts, newest]
+    budget = COUNTER.count("\n".join(facts)) + 30
+    fitted = engine.fit(lines, budget)
+    assert COUNTER.count("\n".join(fitted)) <= budget
+    assert fitted[-1].startswith("- [Day 5]")
+    for k in range(1, 5):
+        assert any(f"{k}471-K" in line for line in fitted)

@@ -9,13 +9,13 @@ names the speaker), and relative times are made dates when the scene's day is kn
 (`when.resolve`: "yesterday" in a scene of 8 May 2023 is "on 7 May 2023"). A scene recap opens
 with its day and place: "[8 May 2023 · Porto]".
 
-The running recap has one line per scene, newest last; when it would pass its cap, the older
-lines are shortened together (`select.fit_lines`): each keeps its header and its most telling
+The running recap has one line per scene, newest last; when it would pass its cap, its lines
+are shortened together (`select.fit_lines`): each keeps its header and its most telling
 sentence, and the rest of the room goes to the sentences that tell the most in any of them,
 worth less the older their scene, so a scene full of facts keeps more than one of small talk.
-Words most lines repeat (the cast, the usual places), the newest line's words and what another
-line already says are worth little. The oldest lines are dropped only when even their most
-telling sentences do not fit.
+Words most lines repeat (the cast, the usual places) and what another line already says are
+worth little. The oldest lines are dropped only when even their most telling sentences do not
+fit.
 Deterministic and fast: arithmetic over words, nothing learned.
 """
 
@@ -118,12 +118,10 @@ class OfflineBackend(RecapBackend):
         return RecapResult(memory="\n".join(self.fit(lines, request.max_tokens)))
 
     def fit(self, lines: list[str], budget: int) -> list[str]:
-        """Lines of a running recap held under `budget` tokens (oldest shortened first)."""
+        """Lines of a running recap held under `budget` tokens (see `select.fit_lines`)."""
         if sum(self.counter.count(line) for line in lines) <= budget:
             return lines
-        # The newest line is always whole, so what it says need not be said again above it.
-        known = recurring_words(lines) | content_words(lines[-1])
-        return fit_lines(lines, budget, self.counter, header=_HEADER, known=known)
+        return fit_lines(lines, budget, self.counter, header=_HEADER, known=recurring_words(lines))
 
     def shorten(self, line: str, tokens: int, known: frozenset[str] = frozenset()) -> str:
         """A recap line shortened to about `tokens` tokens: its header kept, then its most

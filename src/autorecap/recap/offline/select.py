@@ -325,42 +325,41 @@ def fit_lines(
     header: re.Pattern[str],
     known: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Make recap lines fit `budget` tokens, the newest whole, the older ones shortened.
+    """Make recap lines (oldest first) fit `budget` tokens, all of them shortened at once.
 
-    Every older line keeps its header and its most telling sentence; the rest of the room goes
-    to the sentences that tell the most per token across all the older lines at once (what a
-    line already says is worth nothing more in it, what another line says little, and the
-    older the line the less its sentences are worth), so a scene full of facts keeps more than
-    one of small talk. When even the most telling sentences do not fit, the oldest lines are
-    dropped. `header`: what opens a line and stays
-    (its day and place); `known`: words worth little (the cast, what the newest line says)."""
+    Every line keeps its header and its most telling sentence; the rest of the room goes to
+    the sentences that tell the most per token in any line (what a line already says is worth
+    nothing more in it, what another line says little, and the older the line the less its
+    sentences are worth), so a scene full of facts keeps more than one of small talk. When even
+    the most telling sentences do not fit, the oldest lines are dropped. `header`: what opens
+    a line and stays (its day and place); `known`: words worth little (the cast, the usual
+    places)."""
 
     def total(items: Sequence[str]) -> int:
         return sum(counter.count(line) for line in items) + max(0, len(items) - 1)
 
     if total(lines) <= budget:
         return lines
-    older = []
-    for line in lines[:-1]:
+    split = []
+    for line in lines:
         match = header.match(line)
         head = match.group(0) if match else ""
-        older.append((head, parse(line[len(head) :])))
-    floors = [[best(pieces, counter, known)] if pieces else [] for _head, pieces in older]
-    rendered = [_line(head, kept) for (head, _), kept in zip(older, floors, strict=True)]
-    while older and total([*rendered, lines[-1]]) > budget:
-        del older[0], floors[0], rendered[0]  # not even its best sentence fits: it goes
-    if not older:
-        return lines[-1:]
-    room = budget - total([*rendered, lines[-1]])
-    ages = [AGE_FLOOR + (1 - AGE_FLOOR) * i / len(older) for i in range(len(older))]
-    # A sentence that says only what the newest line or most lines say is no use here.
+        split.append((head, parse(line[len(head) :])))
+    floors = [[best(pieces, counter, known)] if pieces else [] for _head, pieces in split]
+    rendered = [_line(head, kept) for (head, _), kept in zip(split, floors, strict=True)]
+    while len(split) > 1 and total(rendered) > budget:
+        del split[0], floors[0], rendered[0]  # not even its best sentence fits: it goes
+    room = budget - total(rendered)
+    count = len(split)
+    ages = [AGE_FLOOR + (1 - AGE_FLOOR) * i / max(1, count - 1) for i in range(count)]
+    # A sentence that says only what most lines say is said once, in the newest line.
     fresh = [
         [p for p in pieces if p in floor or not content_words(p.text) <= known]
-        for (_head, pieces), floor in zip(older, floors, strict=True)
+        for (_head, pieces), floor in zip(split[:-1], floors, strict=False)
     ]
-    kept = choose_across(fresh, room, counter, known=known, floors=floors, ages=ages)
-    fitted = [_line(head, chosen) for (head, _), chosen in zip(older, kept, strict=True)]
-    return [*fitted, lines[-1]]
+    fresh.append(split[-1][1])
+    kept = choose_across(fresh, max(0, room), counter, known=known, floors=floors, ages=ages)
+    return [_line(head, chosen) for (head, _), chosen in zip(split, kept, strict=True)]
 
 
 def _line(head: str, pieces: Sequence[Piece]) -> str:
