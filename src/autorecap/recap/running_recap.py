@@ -166,8 +166,9 @@ def _rebuild(
 
 
 def enforce_cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """Hold a recap under `max_tokens`: its oldest lines are shortened first, then dropped;
-    the last (newest) line is only shortened when it alone is too long."""
+    """Hold a recap under `max_tokens`: its lines are shortened together, the older the
+    more, each to no less than its most telling sentence, then the oldest are dropped (see
+    `select.fit_lines`)."""
     if counter.count(text) <= max_tokens:
         return text
     engine = OfflineBackend(counter)
