@@ -31,6 +31,10 @@ DAY = date(2023, 5, 8)  # a Monday
         ("Yesterday was awful.", "7 May 2023 was awful."),
         ("Yesterday got under my skin.", "7 May 2023 got under my skin."),
         ("Last month was hard.", "April 2023 was hard."),
+        # Nor one that another preposition leads.
+        ("Thank you for yesterday!", "Thank you for 7 May 2023!"),
+        ("It can wait until tomorrow.", "It can wait until 9 May 2023."),
+        ("Nothing since last month.", "Nothing since April 2023."),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

@@ -72,11 +72,25 @@ _SUBJECT_OF = re.compile(r"(?:\s+(?:was|is|were|got|has|had|felt|seemed|went|wil
 """What follows a time that is the subject of its sentence ("Yesterday was awful")."""
 
 
+_PREPOSITION = re.compile(
+    r"\b(?:for|since|until|till|til|by|from|of|than|before|after|about|like|during|through"
+    r"|to|on|in)\s+$",
+    re.IGNORECASE,
+)
+"""What ends the text before a time that its own preposition already leads ("thanks for
+yesterday", "wait until tomorrow")."""
+
+
 def _as_said(match: re.Match[str], today: date) -> str:
     """The date a relative time names, without its "on" or "in" where the time was the
-    subject ("7 May 2023 was awful", not "On 7 May 2023 was awful")."""
+    subject ("7 May 2023 was awful", not "On 7 May 2023 was awful") or followed another
+    preposition ("thanks for 23 November 2023", not "for on 23 November 2023")."""
     replaced = _replacement(match, today)
-    if _SUBJECT_OF.match(match.string, match.end()) and replaced.startswith(("on ", "in ")):
+    if not replaced.startswith(("on ", "in ")):
+        return replaced
+    if _SUBJECT_OF.match(match.string, match.end()) or _PREPOSITION.search(
+        match.string, 0, match.start()
+    ):
         return replaced[3:]
     return replaced
 
