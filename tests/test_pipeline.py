@@ -768,7 +768,7 @@ def test_enforce_cap_fits(text: str, cap: int, counter: TokenCounter) -> None:
     assert result.strip()
 
 
-def test_enforce_cap_keeps_the_newest_line_and_leaves_short_text_alone(
+def test_enforce_cap_keeps_the_newest_scene_and_leaves_short_text_alone(
     counter: TokenCounter,
 ) -> None:
     assert enforce_cap("Short recap.", 200, counter) == "Short recap."

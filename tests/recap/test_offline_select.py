@@ -5,7 +5,7 @@ no other line says."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.tokens import TokenCounter
@@ -130,7 +130,14 @@ def test_a_code_is_worth_more_than_a_count_and_a_count_more_than_a_clock_time() 
     assert number_value("c-2209") > number_value("31")
     assert number_value("60312") > number_value("31")
     assert number_value("555-0172-88") > number_value("c-2209")  # more digits to keep whole
-    assert number_value("2024") == number_value("31") < number_value("6031")  # a year is no code
+
+
+def test_a_four_digit_code_outweighs_a_remark_even_when_it_could_be_a_year() -> None:
+    remark = "Dinner was at the Harbour Grill with Tomas."
+    for code in ("1987", "4471"):
+        pieces = [Piece(0, "Nell", f"The locker combination is {code}."), Piece(1, "Nell", remark)]
+        room = max(COUNTER.count(p.text) for p in pieces) + 4  # one of them, with its label
+        assert [p.text for p in choose(pieces, room, COUNTER)] == [pieces[0].text]
 
 
 def test_a_code_outweighs_a_dated_sentence_full_of_numbers() -> None:
@@ -295,6 +302,52 @@ def test_a_stage_direction_is_no_piece_of_a_recap() -> None:
     assert any("cistern" in p for p in said)
     assert any("tankard" in p for p in said)  # a gesture that tells something stays
     assert not any("snort" in p.lower() or "dryly" in p.lower() for p in said)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.sampled_from(["", "[1 2024] ", "[8 May 2023 · Porto] ", "- [Day 3] "]),
+            st.lists(
+                st.sampled_from(
+                    [
+                        "Sue: C-2209.",
+                        "thanks kite!",
+                        "hello.",
+                        "17 promised!",
+                        "Bob: The fee is 340 crowns.",
+                        "Mara: The drop is at Pier 19 on Harrow Quay.",
+                        "They slept.",
+                        "Oren: Honestly the tea was weak.",
+                    ]
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    share=st.floats(min_value=0.3, max_value=1.0),
+)
+@example(
+    lines=[
+        ("[8 May 2023 · Porto] ", ["They slept.", "thanks kite!"]),
+        ("[1 2024] ", ["17 promised!", "Oren: Honestly the tea was weak.", "Sue: C-2209."]),
+    ],
+    share=0.5,
+)
+def test_fitted_lines_fit_their_budget_with_their_headers_and_newlines(
+    lines: list[tuple[str, list[str]]], share: float
+) -> None:
+    """Was a bug: the pieces were measured without their headers, and a header does not count
+    the same before every sentence, so the lines could pass the budget by a token."""
+    engine = OfflineBackend(COUNTER)
+    text = [head + " ".join(said) for head, said in lines]
+    floors = [engine.shorten(line, 0) for line in text]
+    budget = max(COUNTER.count("\n".join(floors)), round(share * COUNTER.count("\n".join(text))))
+    assert COUNTER.count("\n".join(engine.fit(text, budget))) <= budget
 
 
 def test_a_scene_full_of_facts_keeps_more_of_its_line_than_one_of_small_talk() -> None:

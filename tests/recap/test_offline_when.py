@@ -35,6 +35,10 @@ DAY = date(2023, 5, 8)  # a Monday
         ("Thank you for yesterday!", "Thank you for 7 May 2023!"),
         ("It can wait until tomorrow.", "It can wait until 9 May 2023."),
         ("Nothing since last month.", "Nothing since April 2023."),
+        # A verb's own "in", "by" or "to" is no preposition of the time: the date keeps its "on".
+        ("I moved in yesterday.", "I moved in on 7 May 2023."),
+        ("I'll drop by tomorrow.", "I'll drop by on 9 May 2023."),
+        ("What are you up to tomorrow?", "What are you up to on 9 May 2023?"),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

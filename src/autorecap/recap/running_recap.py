@@ -6,8 +6,8 @@ one new version.
 A scene is folded in as a line of its own ("- [8 May 2023 · Porto] ..."). While the recap with
 the new line fits `running_scene_recap_max_tokens`, that is the new version, with no call to the
 backend; when it does not, the backend condenses (`combine`: the offline engine shortens the
-oldest lines first, an LLM rewrites them to `condense_to` of the cap, leaving room for the
-next scenes), and the cap is enforced by the code as well.
+lines together, the older the more, an LLM rewrites the oldest to `condense_to` of the cap,
+leaving room for the next scenes), and the cap is enforced by the code as well.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ def _rebuild(
 def enforce_cap(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Hold a recap under `max_tokens`: its lines are shortened together, the older the
     more, each to no less than its most telling sentence, then the oldest are dropped (see
-    `select.fit_lines`)."""
+    `select.fit_lines`). A text that still does not fit (one line too long alone) is shortened
+    as one paragraph and cut with "…"."""
     if counter.count(text) <= max_tokens:
         return text
     engine = OfflineBackend(counter)

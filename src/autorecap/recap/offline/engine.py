@@ -111,16 +111,15 @@ class OfflineBackend(RecapBackend):
     # --- tier 4: the running recap -----------------------------------------------------------
 
     def combine(self, request: CombineRequest) -> RecapResult:
-        """One line per scene, newest last, held under the cap by shortening the oldest
-        lines first (see the module docstring)."""
+        """One line per scene, newest last, held under the cap by shortening the lines
+        together, the older the more (see the module docstring)."""
         lines = [line for line in request.previous.splitlines() if line.strip()]
         lines.append(request.line)
         return RecapResult(memory="\n".join(self.fit(lines, request.max_tokens)))
 
     def fit(self, lines: list[str], budget: int) -> list[str]:
-        """Lines of a running recap held under `budget` tokens (see `select.fit_lines`)."""
-        if sum(self.counter.count(line) for line in lines) <= budget:
-            return lines
+        """Lines of a running recap held under `budget` tokens, the newlines between them
+        counted (see `select.fit_lines`)."""
         return fit_lines(lines, budget, self.counter, header=_HEADER, known=recurring_words(lines))
 
     def shorten(self, line: str, tokens: int, known: frozenset[str] = frozenset()) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,8 +57,21 @@ NUMBER_VALUE = 9.0
 """What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
 _DIGITS = re.compile(r"\d")
 _CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
-_YEAR = re.compile(r"^(?:1[5-9]|20)\d\d$")
-"""A year (1500-2099): a date's number like any other, though it has four digits."""
+_MONTH_NAME = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DATED_YEAR = re.compile(
+    r"(?:"
+    rf"\b{_MONTH_NAME}\.?,?\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_NAME}\.?,?\s+"
+    r"|\b(?:in|since|until|till|by|before|after|around|circa)\s+(?:the\s+year\s+)?"
+    r"|\b(?:spring|summer|autumn|fall|winter)\s+(?:of\s+)?"
+    r")((?:1[5-9]|20)\d\d)\b",
+    re.IGNORECASE,
+)
+"""A year where a date says it ("2 February 2024", "March 3, 1998", "in 1966", "Spring
+1906"): one number like any other, though it has four digits (a PIN of 1987 stays a code)."""
 _CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
 
 
@@ -94,11 +107,9 @@ CODE_FACTOR = 2.0
 def number_value(word: str) -> float:
     """What a word with digits is worth: a code, an address or a long number ("14-02-27",
     "c-2209", "60312") is asked for later more than a clock time, which narration is full
-    of, or a year, which every date a recap resolves ("on 2 February 2024") carries."""
+    of."""
     if _CLOCK.match(word):
         return NUMBER_VALUE * 0.5
-    if _YEAR.match(word):
-        return NUMBER_VALUE  # a year is one number, not a four-digit code
     # A long code must be kept whole to be any use, and costs tokens in proportion to its
     # digits: it is worth as much more.
     digits = max(1.0, len(_DIGITS.findall(word)) / 3)
@@ -169,6 +180,7 @@ def choose_across(
     known: frozenset[str] = frozenset(),
     floors: Sequence[Sequence[Piece]] = (),
     ages: Sequence[float] = (),
+    fits: Callable[[list[list[Piece]]], bool] | None = None,
 ) -> list[list[Piece]]:
     """`choose` over the pieces of several lines at once: each line starts from its floor
     (pieces it keeps whatever they cost, outside `room`), and `room` goes to the pieces worth
@@ -232,14 +244,18 @@ def choose_across(
     for pieces in kept:
         pieces.sort(key=lambda p: p.position)
     # A speaker is named again each time the turn changes hands, which the greedy pass
-    # counted once: drop the chosen pieces that tell least per token until the prose fits.
-    budget = room + sum(counter.count(render(floor)) for floor in floors if floor)
-    while (
-        (len(chosen) > 1 or any(floors))
-        and chosen
-        and (sum(counter.count(render(pieces)) for pieces in kept if pieces) > budget)
-    ):
-        worst = min(chosen, key=lambda i: _alone(profiles[i], costs[i]) * ages[candidates[i][0]])
+    # counted once: drop the chosen pieces that tell least per token until the prose fits
+    # (`fits`: the caller's own measure of the whole, headers and all).
+    if fits is None:
+        budget = room + sum(counter.count(render(floor)) for floor in floors if floor)
+
+        def fits(kept: list[list[Piece]]) -> bool:
+            return sum(counter.count(render(pieces)) for pieces in kept if pieces) <= budget
+
+    while chosen and (len(chosen) > 1 or any(floors)) and not fits(kept):
+        # Of equal worth, the one said first goes (in order of the lines, then of the text).
+        in_order = sorted(chosen, key=lambda i: (candidates[i][0], candidates[i][1].position))
+        worst = min(in_order, key=lambda i: _alone(profiles[i], costs[i]) * ages[candidates[i][0]])
         chosen.remove(worst)
         n, piece = candidates[worst]
         kept[n].remove(piece)
@@ -333,7 +349,7 @@ def fit_lines(
     sentences are worth), so a scene full of facts keeps more than one of small talk. When even
     the most telling sentences do not fit, the oldest lines are dropped. `header`: what opens
     a line and stays (its day and place); `known`: words worth little (the cast, the usual
-    places)."""
+    places), and a sentence made only of them is kept in the newest line alone."""
 
     def total(items: Sequence[str]) -> int:
         return sum(counter.count(line) for line in items) + max(0, len(items) - 1)
@@ -358,8 +374,17 @@ def fit_lines(
         for (_head, pieces), floor in zip(split[:-1], floors, strict=False)
     ]
     fresh.append(split[-1][1])
-    kept = choose_across(fresh, max(0, room), counter, known=known, floors=floors, ages=ages)
-    return [_line(head, chosen) for (head, _), chosen in zip(split, kept, strict=True)]
+    heads = [head for head, _pieces in split]
+
+    def fits(kept: list[list[Piece]]) -> bool:
+        return (
+            total([_line(head, chosen) for head, chosen in zip(heads, kept, strict=True)]) <= budget
+        )
+
+    kept = choose_across(
+        fresh, max(0, room), counter, known=known, floors=floors, ages=ages, fits=fits
+    )
+    return [_line(head, chosen) for head, chosen in zip(heads, kept, strict=True)]
 
 
 def _line(head: str, pieces: Sequence[Piece]) -> str:
@@ -428,10 +453,13 @@ def _word_values(text: str) -> dict[str, float]:
         for w in WORD.findall(m.group(1))
     }
     raw_words = [_POSSESSIVE.sub("", raw.lower()).strip("'’-") for raw in WORD.findall(text)]
+    years = {match.group(1) for match in _DATED_YEAR.finditer(text)}
     values: dict[str, float] = {}
     for word in raw_words:
         value = rarity(word)
-        if _DIGIT.search(word):
+        if word in years:
+            value = NUMBER_VALUE  # a year is one number, not a four-digit code
+        elif _DIGIT.search(word):
             value = number_value(word)
         elif spelled_number(word):
             value = max(value, NUMBER_VALUE * SPELLED_SHARE)

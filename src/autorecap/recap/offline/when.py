@@ -73,12 +73,13 @@ _SUBJECT_OF = re.compile(r"(?:\s+(?:was|is|were|got|has|had|felt|seemed|went|wil
 
 
 _PREPOSITION = re.compile(
-    r"\b(?:for|since|until|till|til|by|from|of|than|before|after|about|like|during|through"
-    r"|to|on|in)\s+$",
+    r"\b(?:for|since|until|till|til|from|of|than|before|after|like|during|through)\s+$",
     re.IGNORECASE,
 )
 """What ends the text before a time that its own preposition already leads ("thanks for
-yesterday", "wait until tomorrow")."""
+yesterday", "wait until tomorrow"). Not "in", "on", "by", "about" or "to": before a relative
+time they are mostly a verb's ("I moved in yesterday", "drop by tomorrow", "love to
+tomorrow"), which keeps the "on" of the date."""
 
 
 def _as_said(match: re.Match[str], today: date) -> str:
