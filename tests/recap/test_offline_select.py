@@ -228,6 +228,21 @@ def test_an_abbreviation_does_not_split_a_recap_read_back() -> None:
     assert {p.speaker for p in pieces} == {"Dana"}
 
 
+def test_a_sentence_with_a_colon_is_no_speaker_read_back() -> None:
+    """Was a bug: "The name they want is Ivo Radley:" was read back as a speaker's label, so
+    the name was worth nothing when the line was shortened and went first."""
+    pieces = parse(
+        "Captain Mira: The boiler glows. The name they want is Ivo Radley: the herbalist. "
+        "Mark it down: the 13th of Emberfall. Dr. Faust: Four numbers: 8450."
+    )
+    assert [(p.speaker, p.text) for p in pieces] == [
+        ("Captain Mira", "The boiler glows."),
+        ("Captain Mira", "The name they want is Ivo Radley: the herbalist."),
+        ("Captain Mira", "Mark it down: the 13th of Emberfall."),
+        ("Dr. Faust", "Four numbers: 8450."),
+    ]
+
+
 def test_words_most_lines_say_are_recurring() -> None:
     lines = [f"- Dana: Medic 14 went to {place}." for place in ("Pike", "Route 9", "Pell", "Elm")]
     known = recurring_words(lines)

@@ -316,13 +316,29 @@ def _goes_on(pieces: Sequence[Piece], at: int) -> bool:
     )
 
 
+_LABEL = re.compile(r"^([A-ZÀ-Ý][\w'’. -]{0,40}?):\s+(.*)$")
+_PARTICLES = frozenset(
+    {"of", "the", "de", "del", "van", "von", "la", "le", "du", "da", "al", "bin"}
+)
+
+
+def _named(label: str) -> bool:
+    """Whether what comes before a colon is a speaker's name ("Captain Mira", "Dr. Faust")
+    rather than the start of a sentence ("The name they want is Ivo Radley: the herbalist",
+    "Mark it down: the 13th")."""
+    words = label.split()
+    return len(words) == 1 or (
+        len(words) <= 4 and all(w[:1].isupper() or w in _PARTICLES for w in words)
+    )
+
+
 def parse(body: str) -> list[Piece]:
     """`render`'s prose read back into pieces (to shorten a recap line again)."""
     pieces: list[Piece] = []
     speaker = ""
     for sentence in sentences(body):
-        match = re.match(r"^([A-ZÀ-Ý][\w'’. -]{0,40}?):\s+(.*)$", sentence)
-        if match:
+        match = _LABEL.match(sentence)
+        if match and _named(match.group(1)):
             speaker, sentence = match.group(1), match.group(2)
         if not sentence:
             continue
