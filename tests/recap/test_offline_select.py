@@ -300,6 +300,8 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         ("Are you sure you want this?", "Is Tobin sure Tobin wants this?"),
         ("What do you think?", "What does Tobin think?"),
         ("I have you now.", "Have Tobin now."),
+        ("The name you want is Ivo Radley.", "The name Tobin wants is Ivo Radley."),
+        ("Give the dog you found some water.", "Give the dog Tobin found some water."),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

@@ -84,11 +84,12 @@ _SECOND_PERSON = re.compile(
 _CLAUSE_START = re.compile(
     r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that"
     r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
-    r"|swear|wish|sure|glad|sorry))\s*$",
+    r"|swear|wish|sure|glad|sorry)"
+    r"|\b(?:the|a|an|this|these|those|every|any|each|whatever|whichever)\s+[a-z'’-]+)\s*$",
     re.IGNORECASE,
 )
-"""What comes before a "you" that is the subject of its clause ("if you forget"), not the
-object of a verb ("I saw you leave", "did you forget")."""
+"""What comes before a "you" that is the subject of its clause ("if you forget", "the name
+you want"), not the object of a verb ("I saw you leave", "did you forget")."""
 _SECOND_FORMS = {
     "you're": "{} is",
     "you’re": "{} is",
