@@ -2,7 +2,8 @@
 least 1,000), scene detection's time per message, and what the LLM side costs: calls and prompt
 tokens per 1,000 chat tokens through a counting loopback OpenAI-compatible server
 (`autorecap.testing.llm.PlausibleLLM`), the default batched pipeline against one call per
-message, in the same run. Figures and ratios, never asserted."""
+message, in the same run, and on every chat of the eval's dev and held-out sets. Figures and
+ratios, never asserted."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections import Counter
 from _common import report
 from autorecap.core.model import Chat
 from autorecap.core.tokens import get_counter
+from autorecap.evaluation import shipped
+from autorecap.evaluation.run import fresh_copy
 from autorecap.recap import OfflineBackend, run_pipeline
 from autorecap.recap.backends import make_backend
 from autorecap.recap.offline.cues import Turn, score_scene_starts
@@ -55,7 +58,7 @@ def llm_figures() -> None:
     recap) on the bundled sample chat and a generated 1,000-message one; and the cheapest
     setup that still makes the injected memory (no message recaps, scenes by the cues)."""
     ways = {
-        "one call per message": {"llm_batch_tokens": 0},
+        "one call per message": {"llm_batch_tokens": 0, "llm_own_recap_tokens": 0},
         "batched (the default)": {},
         "message recaps skipped (nothing injects them), scenes by the cues": {
             "skip_unused_message_recaps": True,
@@ -100,9 +103,46 @@ def llm_figures() -> None:
             report(f"LLM cost, every tier on, {chat_name}", figures)
 
 
+def eval_chat_costs() -> None:
+    """Every tier on, the default settings, on each chat of `autorecap eval`'s dev and held-out
+    sets (narrated, dialogue, texting, group): prompt tokens per chat token, the dearest chat
+    and the cheapest, with and without short messages as their own recaps."""
+    counter = get_counter()
+    chats = [c for which in ("dev", "heldout") for c in shipped(which)]
+    with PlausibleLLM() as llm:
+        for way, values in {
+            "default": {},
+            "every message asked (llm_own_recap_tokens 0)": {"llm_own_recap_tokens": 0},
+        }.items():
+            costs: dict[str, float] = {}
+            for corpus in chats:
+                chat = fresh_copy(corpus.chat)
+                settings = Settings(
+                    recap_backend="openai",
+                    llm_base_url=llm.url,
+                    llm_api_key_env="",
+                    scene_break_detection="llm",
+                    **values,
+                )
+                backend = make_backend(settings)
+                run_pipeline(chat, backend, settings, counter, now_ms=0)
+                costs[corpus.name] = backend.usage.prompt_tokens / _chat_tokens(chat)
+            dearest = max(costs, key=costs.__getitem__)
+            report(
+                f"LLM cost on the eval chats ({len(chats)}), {way}",
+                {
+                    "prompt tokens per chat token, dearest": costs[dearest],
+                    "dearest chat": dearest,
+                    "cheapest": min(costs.values()),
+                    "over 2": sum(1 for cost in costs.values() if cost > 2),
+                },
+            )
+
+
 def main() -> None:
     offline_figures()
     llm_figures()
+    eval_chat_costs()
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ def test_a_refusing_llm_costs_three_calls_and_every_failed_job_retries_at_once(
     capsys: pytest.CaptureFixture[str], llm_server: LLMServer
 ) -> None:
     store_chat(200, "long")
+    assert run(capsys, "settings", "set", "llm_own_recap_tokens", "0")[0] == 0  # all asked
     assert run(capsys, "recap", "long", "--no-wait")[0] == 0
     for _ in range(20):
         llm_server.error(401, {"error": {"message": "invalid api key", "type": "auth"}})

@@ -23,9 +23,11 @@ from autorecap.cli.recap import recap as recap_command
 from autorecap.core import running
 from autorecap.core.data import NAMESPACE, edit_memory, get_data, get_memory
 from autorecap.core.scenes import break_indexes, scenes
+from autorecap.core.tokens import get_counter
 from autorecap.profiles import SETTINGS_FILE
 from autorecap.recap.backend import CombineRequest
 from autorecap.sample import sample_chat_path
+from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat, write_chat
 from tests.recap.conftest import Recorded, Scripted
 from tests.test_cli import run
@@ -185,7 +187,15 @@ def test_recap_with_an_openai_compatible_server(
     )
     assert code == 0, err
     chat = read_chat(sample)
-    assert all(get_memory(m).startswith("LLM message recap (") for m in chat.messages)
+    # A message of at most `llm_own_recap_tokens` is its own recap; the others the LLM's.
+    counter, own = get_counter(), Settings().llm_own_recap_tokens
+    short = [m for m in chat.messages if counter.count(m.text) <= own]
+    assert 0 < len(short) < N_SAMPLE // 5
+    for message in chat.messages:
+        if message in short:
+            assert get_memory(message) == f"{message.name}: {' '.join(message.text.split())}"
+        else:
+            assert get_memory(message).startswith("LLM message recap (")
     assert re.fullmatch(r"LLM message recap \(Tomas\), line \d+\.", get_memory(chat.messages[1]))
     # Scenes by the cues (the default `scene_break_detection`), recapped by the LLM.
     closed = [s for s in scenes(chat.messages) if s.closed]
@@ -303,6 +313,7 @@ def test_recap_with_an_unreachable_server_fails_cleanly(
     keep errors, not recaps; the scenes the cues find (no LLM needed) are marked, with no
     recap, and no running recap is made."""
     assert run(capsys, "settings", "set", "llm_retries", "0")[0] == 0
+    assert run(capsys, "settings", "set", "llm_own_recap_tokens", "0")[0] == 0  # all asked
     code, out, err = run(
         capsys, "recap", str(sample), "--backend", "openai", "--base-url", dead_url
     )
@@ -332,6 +343,7 @@ def test_recap_failures_of_a_short_chat_are_stored_and_exit_1(
     """Too short for scene detection, the run goes on past its failed message recaps: each
     message keeps an `error`, the file is written, and the command exits 1."""
     assert run(capsys, "settings", "set", "llm_retries", "0")[0] == 0
+    assert run(capsys, "settings", "set", "llm_own_recap_tokens", "0")[0] == 0  # all asked
     path = tmp_path / "short.jsonl"
     lines = ['{"chat_metadata":{"integrity":"keep-me"},"user_name":"unused","character_name":"x"}']
     lines += [

@@ -176,6 +176,7 @@ def llm(server: AnsweringServer) -> Iterator[Callable[..., OpenAICompatBackend]]
         options.setdefault("timeout_s", 5.0)
         options.setdefault("retries", 0)
         options.setdefault("api_key_env", "AUTORECAP_TEST_NO_KEY")
+        options.setdefault("own_recap_tokens", 0)  # every message asked, short or not
         backend = OpenAICompatBackend(**options)
         made.append(backend)
         return backend

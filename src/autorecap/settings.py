@@ -280,6 +280,13 @@ class Settings(BaseModel):
         description="Messages recapped together in one LLM call, up to this many tokens of "
         "them (0: one message per call).",
     )
+    llm_own_recap_tokens: int = Field(
+        24,
+        ge=0,
+        le=1000,
+        description="A message of at most this many tokens is its own recap, with no LLM call "
+        "(0: every message is asked).",
+    )
     llm_answer_retries: int = Field(
         2,
         ge=0,

@@ -672,6 +672,7 @@ def test_a_worker_killed_mid_job_is_taken_over_and_every_job_runs_once(
     # One message per call, so that the job in flight is one message's (the workers read this
     # home's settings file).
     Profiles().set("llm_batch_tokens", 0)
+    Profiles().set("llm_own_recap_tokens", 0)  # short messages too
     chat = stored_chat(store, 40, seed=2)
     text_of = {m.id: m.text for m in chat.messages}
     queue = JobQueue(store)

@@ -273,6 +273,9 @@ def make_client(
         options.setdefault("backoff_s", 0.01)
         options.setdefault("timeout_s", 5.0)
         options.setdefault("api_key_env", "AUTORECAP_TEST_NO_KEY")
+        # The protocol is what these tests ask about: every message goes to the server, short
+        # or not (a short message is its own recap by default).
+        options.setdefault("own_recap_tokens", 0)
         backend = OpenAICompatBackend(**options)
         made.append(backend)
         return backend

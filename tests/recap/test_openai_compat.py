@@ -640,6 +640,7 @@ def test_make_backend_openai_takes_the_settings_values() -> None:
         llm_retries=6,
         message_recap_prompt="Recap {{message}}",
         message_recap_prefill="Recap:",
+        llm_own_recap_tokens=7,
     )
     backend = make_backend(settings)
     try:
@@ -654,6 +655,7 @@ def test_make_backend_openai_takes_the_settings_values() -> None:
         assert backend.retries == 6
         assert backend.message_prompt == "Recap {{message}}"
         assert backend.prefill == "Recap:"
+        assert backend.own_recap_tokens == 7
     finally:
         backend.close()
 
@@ -687,6 +689,7 @@ def test_make_backend_talks_to_the_server(
         llm_model="loop",
         llm_api_key_env="MY_TEST_KEY",
         message_recap_prefill="Recap: ",
+        llm_own_recap_tokens=0,
     )
     llm_server.reply("Mira paid.")
     backend = make_backend(settings)
@@ -829,6 +832,40 @@ def test_several_messages_are_recapped_in_one_call(
     for n, request in enumerate(BATCH, 1):
         assert f"[{n}] Mira: {request.text}" in prompt
     assert "For each of the 3 messages" in prompt
+
+
+def test_a_short_message_is_its_own_recap_with_no_call(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    """An LLM's recap of "6 til 2" is no shorter than it: a message of at most
+    `own_recap_tokens` is its own recap, and only the others are sent."""
+    short = RecapRequest(text="6  til\n2", name="Sam")
+    backend = make_client(own_recap_tokens=24)
+    assert backend.message_recap(short).memory == "Sam: 6 til 2"
+    assert llm_server.requests == []
+    llm_server.reply("[1] Mira counted 10 crowns.\n[2] Mira counted 30 crowns.")
+    long = [
+        RecapRequest(
+            text=f"{r.text} " + "She counts them twice, slowly, by lamplight." * 2, name="Mira"
+        )
+        for r in BATCH
+    ]
+    results = backend.message_recaps([long[0], short, long[2]])
+    assert [r.memory for r in results if isinstance(r, RecapResult)] == [
+        "Mira counted 10 crowns.",
+        "Sam: 6 til 2",
+        "Mira counted 30 crowns.",
+    ]
+    assert len(llm_server.requests) == 1
+    assert "6 til 2" not in prompt_of(llm_server)
+    # All short: no call at all.
+    assert [
+        r.memory for r in backend.message_recaps([short, short]) if isinstance(r, RecapResult)
+    ] == [
+        "Sam: 6 til 2",
+        "Sam: 6 til 2",
+    ]
+    assert len(llm_server.requests) == 1
 
 
 def test_a_line_missing_from_a_batch_is_asked_for_alone(

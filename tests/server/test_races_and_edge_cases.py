@@ -260,7 +260,7 @@ IS_MESSAGE_RECAP = "Write the note for"
 IS_RUNNING_RECAP = "running memory"
 
 
-ONE_PER_CALL = {"llm_batch_tokens": 0}
+ONE_PER_CALL = {"llm_batch_tokens": 0, "llm_own_recap_tokens": 0}
 """One message per recap call, so that a held call is one message's."""
 MUST_CONDENSE = {"running_scene_recap_max_tokens": 50}
 """With `long_recap`s, the running recap needs an LLM call (a line that fits is appended)."""
@@ -399,7 +399,11 @@ def test_upstream_recaps_ask_for_the_clients_model_with_the_clients_key(
     # With no --api-key-env and no llm_model, a recap asked of the upstream named no model
     # and carried no key: OpenAI and its like refuse every one (found by a newcomer test).
     proxy = start_proxy(worker=True, recap_backend="upstream")
-    turn = {"model": "m-7", "messages": [{"role": "user", "content": "Mira hides the ledger."}]}
+    hidden = (  # long enough to be recapped by the upstream, not its own recap
+        "Mira hides the ledger under the loose floorboard in the galley, then tells Tomas "
+        "that the harbourmaster's clerk must never learn where it went."
+    )
+    turn = {"model": "m-7", "messages": [{"role": "user", "content": hidden}]}
     sent = http.post(
         proxy.chat_url("x") + "/chat/completions",
         json=turn,

@@ -161,9 +161,12 @@ def conversation(
 ) -> Conversation:
     proxy = start_proxy(worker=True, recap_backend="upstream")
     # One message per recap call, so that a held call is one message's (batches have their own
-    # tests in tests/recap and tests/jobs); message recaps that together pass the scene recap's
-    # cap, so that a scene recap is a call (recaps that fit are taken as they are).
-    answer = http.patch(f"{proxy.origin}/api/settings", json={"llm_batch_tokens": 0})
+    # tests in tests/recap and tests/jobs), short ones too; message recaps that together pass
+    # the scene recap's cap, so that a scene recap is a call (recaps that fit are taken as they
+    # are).
+    answer = http.patch(
+        f"{proxy.origin}/api/settings", json={"llm_batch_tokens": 0, "llm_own_recap_tokens": 0}
+    )
     upstream.answer_all(IS_MESSAGE_RECAP, MESSAGE_RECAP)
     assert answer.status_code == 200, answer.text
     return Conversation(proxy, upstream, openai_client(proxy.chat_url(CHAT)), http)

@@ -31,6 +31,7 @@ def make_backend(
         "message_prompt": settings.message_recap_prompt,
         "batch_prompt": settings.message_batch_prompt,
         "batch_tokens": settings.llm_batch_tokens,
+        "own_recap_tokens": settings.llm_own_recap_tokens,
         "answer_retries": settings.llm_answer_retries,
         "scene_prompt": settings.scene_recap_prompt,
         "running_prompt": settings.running_recap_prompt,

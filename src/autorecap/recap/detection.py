@@ -76,8 +76,9 @@ def detect_scene_breaks(
 
     The offline cues (`recap.offline.cues`) find breaks with any backend. With
     `scene_break_detection` "llm" and an LLM backend, what the LLM said of each message as it
-    recapped it in a batch (`scene_start`) counts as a strong cue; messages it did not recap
-    are shown to it a window at a time (`find_scene_breaks`). A scene that runs past
+    recapped it in a batch (`scene_start`) counts as a strong cue (a short message that is its
+    own recap gets no word from it); messages it did not recap are shown to it a window at a
+    time (`find_scene_breaks`). A scene that runs past
     `scene_max_messages` or `scene_max_tokens` with no break is closed at its most likely point
     (`scene_break_cause: "length"`), so that memory never waits forever for a break."""
     messages = chat.messages
