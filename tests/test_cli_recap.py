@@ -482,7 +482,9 @@ def test_scenes_errors(capsys: pytest.CaptureFixture[str], sample: Path) -> None
 def test_eval_prints_one_row_per_style_and_set(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_app.out, "width", 200)  # one line per row
+    # One line per row. Rich's own `_width`: undoing a patch of `width` would fix the console
+    # at the width it had (tables in later tests then wrapped, depending on the test order).
+    monkeypatch.setattr(cli_app.out, "_width", 200)
     code, out, err = run(capsys, "eval", "--sets", "generated", "--budgets", "1000,2000")
     assert code == 0, err
     rows = {}
@@ -506,7 +508,7 @@ def test_eval_prints_one_row_per_style_and_set(
 def test_eval_measures_a_folder_of_chats_with_truth(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_app.out, "width", 200)
+    monkeypatch.setattr(cli_app.out, "_width", 200)
     script = tmp_path / "tiny.chat.txt"
     lines = ["# title: tiny", "# style: sessions", "# user: Ann", "# char: Bo", "# dates: iso"]
     for day in range(1, 4):
@@ -561,7 +563,7 @@ def test_eval_shows_no_figure_it_cannot_measure(
 ) -> None:
     """A chat given with neither scene starts nor questions: its breaks and answer recall
     are "-", not 0%."""
-    monkeypatch.setattr(cli_app.out, "width", 200)
+    monkeypatch.setattr(cli_app.out, "_width", 200)
     _chat_with_truth(tmp_path, "{}")
     code, out, err = run(
         capsys, "eval", "--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"
