@@ -193,10 +193,12 @@ class OpenAICompatBackend(RecapBackend):
         asked one message per call (a model too weak for numbered lines may still write one
         recap), and what fails there is kept as an error."""
         own = [self._own_recap(request) for request in requests]
-        answers = iter(self._recap_batch([r for r, o in zip(requests, own, strict=True) if not o]))
+        asked = [request for request, mine in zip(requests, own, strict=True) if mine is None]
+        answers = iter(self._recap_batch(asked))
         return [o if o is not None else next(answers) for o in own]
 
     def _recap_batch(self, requests: Sequence[RecapRequest]) -> list[RecapResult | AutorecapError]:
+        """`message_recaps` for the messages that are asked."""
         if not requests:
             return []
         if len(requests) <= 1:
