@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 from _common import report
 from autorecap.core.model import Chat
@@ -53,11 +55,25 @@ def _chat_tokens(chat: Chat) -> int:
     return sum(counter.count(m.text) for m in chat.messages)
 
 
+def _every_tier(url: str, values: Mapping[str, Any]) -> Settings:
+    """Settings for the counting LLM at `url` with every tier on (scene detection by the LLM
+    too), `values` over them."""
+    return Settings.model_validate(
+        {
+            "recap_backend": "openai",
+            "llm_base_url": url,
+            "llm_api_key_env": "",
+            "scene_break_detection": "llm",
+            **values,
+        }
+    )
+
+
 def llm_figures() -> None:
     """Every tier on (message recaps, scene detection by the LLM, scene recaps, the running
     recap) on the bundled sample chat and a generated 1,000-message one; and the cheapest
     setup that still makes the injected memory (no message recaps, scenes by the cues)."""
-    ways = {
+    ways: dict[str, dict[str, Any]] = {
         "one call per message": {"llm_batch_tokens": 0, "llm_own_recap_tokens": 0},
         "batched (the default)": {},
         "message recaps skipped (nothing injects them), scenes by the cues": {
@@ -77,15 +93,7 @@ def llm_figures() -> None:
             for way, values in ways.items():
                 chat = load()
                 tokens = _chat_tokens(chat)
-                settings = Settings(
-                    **{
-                        "recap_backend": "openai",
-                        "llm_base_url": llm.url,
-                        "llm_api_key_env": "",
-                        "scene_break_detection": "llm",
-                        **values,
-                    }
-                )
+                settings = _every_tier(llm.url, values)
                 backend = make_backend(settings)
                 first = len(llm.kinds)
                 run_pipeline(chat, backend, settings, counter, now_ms=0)
@@ -117,13 +125,7 @@ def eval_chat_costs() -> None:
             costs: dict[str, float] = {}
             for corpus in chats:
                 chat = fresh_copy(corpus.chat)
-                settings = Settings(
-                    recap_backend="openai",
-                    llm_base_url=llm.url,
-                    llm_api_key_env="",
-                    scene_break_detection="llm",
-                    **values,
-                )
+                settings = _every_tier(llm.url, values)
                 backend = make_backend(settings)
                 run_pipeline(chat, backend, settings, counter, now_ms=0)
                 costs[corpus.name] = backend.usage.prompt_tokens / _chat_tokens(chat)

@@ -384,10 +384,10 @@ def fit_lines(
     room = budget - total(rendered)
     count = len(split)
     ages = [AGE_FLOOR + (1 - AGE_FLOOR) * i / max(1, count - 1) for i in range(count)]
-    # A sentence that says only what most lines say is said once, in the newest line.
+    # A sentence that says only what most lines say is said once, in the newest line (a
+    # line's floor is kept whatever it says).
     fresh = [
-        [p for p in pieces if p in floor or not content_words(p.text) <= known]
-        for (_head, pieces), floor in zip(split[:-1], floors, strict=False)
+        [p for p in pieces if not content_words(p.text) <= known] for _head, pieces in split[:-1]
     ]
     fresh.append(split[-1][1])
     heads = [head for head, _pieces in split]
