@@ -39,6 +39,17 @@ DAY = date(2023, 5, 8)  # a Monday
         ("I moved in yesterday.", "I moved in on 7 May 2023."),
         ("I'll drop by tomorrow.", "I'll drop by on 9 May 2023."),
         ("What are you up to tomorrow?", "What are you up to on 9 May 2023?"),
+        # A possessive time: a day goes before its noun, a month or a year keeps the "'s";
+        # a week or a night has no better date to say.
+        ("Can't wait for tomorrow's game!", "Can't wait for the 9 May 2023 game!"),
+        ("Yesterday's news was bad.", "The 7 May 2023 news was bad."),
+        ("next Friday’s show", "the 12 May 2023 show"),
+        ("Last month's rent is due.", "April 2023's rent is due."),
+        ("last week's meeting", None),
+        ("last night's party", None),
+        # The "'s" of "is" before a determiner or an adverb.
+        ("Tomorrow's the day.", "9 May 2023 is the day."),
+        ("Tomorrow's going to be rough.", "9 May 2023 is going to be rough."),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

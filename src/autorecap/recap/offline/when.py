@@ -45,7 +45,12 @@ _RELATIVE = re.compile(
     # "the last Tuesday of January" is no relative date: not after "the", nor before "of".
     r"|(?<!the )(?P<last>last|next)\s+(?P<span>week(?:end)?|month|year"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)(?!\s+of\b)"
-    r")\b",
+    r")\b"
+    # "tomorrow's game": a possessive, which the date takes another way (`_owned`); and the
+    # "'s" of "is" ("tomorrow's the day"), which a determiner, pronoun or adverb follows.
+    r"(?:(?P<owner>['’]s\b(?=\s+\w)(?!\s+(?:the|a|an|my|your|his|her|its|our|their"
+    r"|this|that|it|not|also|just|still|going|gonna|when|too|fine|good|ok|okay|perfect|here"
+    r"|there|over|so|really|gonna|finally|already)\b))|(?P<is>['’]s\b(?=\s+\w)))?",
     re.IGNORECASE,
 )
 
@@ -87,6 +92,11 @@ def _as_said(match: re.Match[str], today: date) -> str:
     subject ("7 May 2023 was awful", not "On 7 May 2023 was awful") or followed another
     preposition ("thanks for 23 November 2023", not "for on 23 November 2023")."""
     replaced = _replacement(match, today)
+    if match.group("owner"):
+        return _capitalised(_owned(match, replaced), match)
+    if match.group("is"):
+        subject = replaced[3:] if replaced.startswith(("on ", "in ")) else replaced
+        return f"{subject} is"
     if not replaced.startswith(("on ", "in ")):
         return replaced
     if _SUBJECT_OF.match(match.string, match.end()) or _PREPOSITION.search(
@@ -94,6 +104,22 @@ def _as_said(match: re.Match[str], today: date) -> str:
     ):
         return replaced[3:]
     return replaced
+
+
+def _owned(match: re.Match[str], replaced: str) -> str:
+    """A possessive time as a date: a day before its noun ("the 9 May 2023 game"), a month or
+    a year as a possessive ("April 2023's rent"); a week, a weekend or a night is left as
+    said ("last week's meeting"), which no date would phrase better."""
+    if replaced.startswith("on ") and not replaced.startswith("on the "):
+        return f"the {replaced[3:]}"
+    if replaced.startswith("in "):
+        return f"{replaced[3:]}’s" if "’" in match.group("owner") else f"{replaced[3:]}'s"
+    return match.group(0)
+
+
+def _capitalised(text: str, match: re.Match[str]) -> str:
+    """`text` with a capital where the time it replaces had one ("Yesterday's news")."""
+    return text[:1].upper() + text[1:] if match.group(0)[:1].isupper() else text
 
 
 def _replacement(match: re.Match[str], today: date) -> str:
