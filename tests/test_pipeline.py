@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -303,6 +304,8 @@ def test_offline_detector_on_the_sample_chat() -> None:
 @pytest.mark.parametrize(("minimum", "offset"), [(10, 2), (25, 0), (15, 30), (40, 5)])
 def test_detection_respects_minimum_length_and_offset(minimum: int, offset: int) -> None:
     chat = generate(300, seed=21).chat
+    for message in chat.messages:  # no pauses: a session after one may be shorter (below)
+        message.pop("send_date", None)
     n = len(chat.messages)
     settings = Settings(
         auto_scene_break_minimum_scene_length=minimum, auto_scene_break_message_offset=offset
@@ -319,6 +322,49 @@ def test_detection_respects_minimum_length_and_offset(minimum: int, offset: int)
         name = get_data(chat.messages[index], "scene_break_name")
         assert re.fullmatch(rf"Scene {number}(: \S.*)?", name), name
         assert get_data(chat.messages[index], "scene_break_visible") is True
+
+
+def _texting(sessions: list[int], *, pace: timedelta, pause: timedelta) -> Chat:
+    """A chat of two whose sessions have these numbers of messages, `pace` apart within a
+    session and `pause` between sessions; every message on the same subject, so that only
+    the clock tells the sessions apart."""
+    chat = Chat(chat_id="texting", header={"chat_metadata": {}})
+    when = datetime(2024, 1, 8, 19, 0, tzinfo=UTC)
+    for number, size in enumerate(sessions):
+        if number:
+            when += pause
+        for i in range(size):
+            chat.append(
+                {
+                    "name": "Owen" if i % 2 else "Callum",
+                    "is_user": i % 2 == 0,
+                    "mes": f"the shop is fine, dad is fine, the shop again {number} {i}",
+                    "send_date": when.strftime("%B %-d, %Y %-I:%M%p").lower().capitalize(),
+                }
+            )
+            when += pace
+    return chat
+
+
+def test_a_session_after_hours_of_silence_may_be_shorter_than_the_minimum() -> None:
+    """Texting sessions are often a handful of messages: one that starts after hours of
+    silence opens a scene although the last scene has fewer than the minimum length."""
+    sizes = [12, 4, 3, 14, 5, 12]
+    chat = _texting(sizes, pace=timedelta(minutes=1), pause=timedelta(days=2))
+    found = detect_scene_breaks(chat, OfflineBackend(), Settings())
+    ends = list(itertools.accumulate(sizes))[:-1]
+    assert found == [end - 1 for end in ends]
+    # The other cues keep the minimum: the same chat, one session, finds nothing.
+    calm = _texting([sum(sizes)], pace=timedelta(minutes=1), pause=timedelta(0))
+    assert detect_scene_breaks(calm, OfflineBackend(), Settings()) == []
+
+
+def test_a_slow_chat_s_usual_pause_starts_no_short_scenes() -> None:
+    """In a chat whose messages come hours apart (play by post), such a pause is its pace: it
+    needs ten times the usual pause to start a session shorter than the minimum."""
+    chat = _texting([40], pace=timedelta(hours=5), pause=timedelta(0))
+    found = detect_scene_breaks(chat, OfflineBackend(), Settings())
+    assert all(later - earlier >= 10 for earlier, later in itertools.pairwise([-1, *found]))
 
 
 def test_detection_starts_after_the_last_break() -> None:

@@ -223,7 +223,10 @@ class Settings(BaseModel):
         2, ge=0, description="Newest messages left unchecked by scene detection."
     )
     auto_scene_break_minimum_scene_length: int = Field(
-        10, ge=1, description="Fewest messages in a scene."
+        10,
+        ge=1,
+        description="Fewest messages in a scene, except before a session that starts after "
+        "three hours of silence (a texting chat's sessions are often a few messages).",
     )
     scene_max_messages: int = Field(
         60,

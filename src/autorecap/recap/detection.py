@@ -11,6 +11,7 @@ import itertools
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
@@ -99,7 +100,7 @@ def detect_scene_breaks(
             count=len(messages),
             minimum_length=minimum,
             threshold=threshold,
-            first_allowed=start + minimum,
+            first_allowed=start + 1,  # at the minimum length from `start`, as a start
             last_allowed=end + 1,
             existing_starts=[start] if start else [],
         )
@@ -146,7 +147,7 @@ def _candidates(
         for m in part
         for speaker, text in [spoken(m)]
     ]
-    scored = [BreakCandidate(c.index + low, c.score, c.cues) for c in score_scene_starts(turns)]
+    scored = [replace(c, index=c.index + low) for c in score_scene_starts(turns)]
     return scored, threshold_for(turns)
 
 

@@ -20,7 +20,9 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
   as a dip in similarity against the peaks around it (TextTiling).
 
 A pause, a time phrase, a separator or a skip request is enough on its own; weaker cues count
-when they come together. The names and dates that a chat lacks (the proxy sees neither) simply
+when they come together. A long pause (`SESSION_PAUSE`) starts a new session even a few
+messages after the last one: a texting chat's sessions are often shorter than the minimum
+scene length that keeps the other cues apart. The names and dates that a chat lacks (the proxy sees neither) simply
 give no cue.
 """
 
@@ -47,6 +49,11 @@ undated views, breaks found went from 55% to 66% for 13 more extra among 115).""
 
 PAUSE_FLOOR = 20 * 60
 """Seconds between two messages below which a pause tells nothing."""
+SESSION_PAUSE = 3 * 3600
+"""A pause this long, and ten times the chat's usual one when it has one, starts a session."""
+SESSION_LENGTH = 2
+"""The fewest messages between a session's start and another scene start: "passed my
+probation" / "congrats!!", then silence for a week, is a session of its own."""
 
 
 def threshold_for(turns: Sequence[Turn]) -> float:
@@ -274,6 +281,8 @@ class BreakCandidate:
     index: int
     score: float
     cues: tuple[str, ...] = ()
+    session: bool = False
+    """It comes after a pause that starts a session (`SESSION_PAUSE`)."""
 
     @property
     def cue(self) -> bool:
@@ -332,6 +341,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         gap = gaps[index]
         if gap is not None and gap > 0:
             cues["pause"] = _pause_score(gap, typical)
+        session = gap is not None and gap >= max(SESSION_PAUSE, 10 * (typical or 0.0))
         opening = openings[index]
         # A time phrase in quoted speech ("This morning, I...") moves the story less often than
         # one in narration ("*The next morning...*").
@@ -372,7 +382,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
             last_speaker = turn.speaker
         kept = {name: WEIGHTS[name] * value for name, value in cues.items() if value > 0}
         score = sum(kept.values())
-        scored.append(BreakCandidate(index, score, tuple(sorted(kept, key=lambda k: -kept[k]))))
+        names = tuple(sorted(kept, key=lambda k: -kept[k]))
+        scored.append(BreakCandidate(index, score, names, session))
     return scored
 
 
@@ -404,16 +415,18 @@ def pick_scene_starts(
     existing_starts: Sequence[int] = (),
 ) -> list[int]:
     """The best candidates at or above the threshold, each at least `minimum_length` messages
-    from another start (and from the chat's ends), strongest first."""
+    from another start (and from the chat's start), strongest first; a session's start
+    (`BreakCandidate.session`) at least `SESSION_LENGTH`."""
     last = count - 1 if last_allowed is None else last_allowed
     chosen: list[int] = list(existing_starts)
     for candidate in sorted(candidates, key=lambda c: (-c.score, c.index)):
         if candidate.score < threshold:
             break
         index = candidate.index
-        if not first_allowed <= index <= last or index < minimum_length:
+        least = min(minimum_length, SESSION_LENGTH) if candidate.session else minimum_length
+        if not first_allowed <= index <= last or index < least:
             continue
-        if any(abs(index - other) < minimum_length for other in chosen):
+        if any(abs(index - other) < least for other in chosen):
             continue
         chosen.append(index)
     return sorted(set(chosen) - set(existing_starts))
