@@ -22,8 +22,8 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 A pause, a time phrase, a separator or a skip request is enough on its own; weaker cues count
 when they come together. A long pause (`SESSION_PAUSE`) starts a new session even a few
 messages after the last one: a texting chat's sessions are often shorter than the minimum
-scene length that keeps the other cues apart. The names and dates that a chat lacks (the proxy sees neither) simply
-give no cue.
+scene length that keeps the other cues apart. The names and dates that a chat lacks (the
+proxy sees neither) simply give no cue.
 """
 
 from __future__ import annotations
