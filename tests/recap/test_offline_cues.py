@@ -106,6 +106,28 @@ def test_a_date_in_a_chat_message_in_speech_or_in_passing_is_not_a_dateline(mess
     assert "time" not in score_scene_starts(turns)[0].cues
 
 
+def test_in_a_chat_of_speech_alone_a_long_line_is_speech_not_narration() -> None:
+    """Dialogue-only roleplay has no quotes to set its speech apart: a long line that names
+    a date reports it ("arrived the first of October") and sets no scene's time, and a time
+    phrase counts as it does in quoted speech."""
+    report = (
+        "The Corriente, arrived the first of October from Havana. Forty crates, declared as "
+        "sewing machines, consigned to Halvorsen Import, and the duty paid in cash the same "
+        "afternoon by a man who signed with an initial I could not read."
+    )
+    talk = [
+        Turn(f"line {i} of plain talk, no quotes", "Vic" if i % 2 else "Ilse") for i in range(30)
+    ]
+    narrated = [Turn(f"*{t.text}* she says.", t.speaker) for t in talk]
+    plain = score_scene_starts([*talk, Turn(report, "Ilse")])[-1]
+    assert "time" not in plain.cues
+    assert "time" in score_scene_starts([*narrated, Turn(report, "Ilse")])[-1].cues
+    later = Turn("Three days later. Did you find him?", "Ilse")
+    spoken, written = (score_scene_starts([*chat, later])[-1] for chat in (talk, narrated))
+    assert "time" in spoken.cues
+    assert spoken.score < written.score
+
+
 def _at(*seconds: float) -> list[Turn]:
     start = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
     return [Turn(f"message {i}", time=start + timedelta(seconds=s)) for i, s in enumerate(seconds)]

@@ -328,6 +328,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
     gaps = _gaps(turns)
     typical = _typical_gap(gaps)
     again = _again_value(turns)
+    speech = _speech_only(turns)
     last_speaker = turns[0].speaker if _cast(turns[0]) else None  # of the last cast message
     scored: list[BreakCandidate] = []
     for index in range(1, count):
@@ -343,15 +344,15 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
             cues["pause"] = _pause_score(gap, typical)
         session = gap is not None and gap >= max(SESSION_PAUSE, 10 * (typical or 0.0))
         opening = openings[index]
-        # A time phrase in quoted speech ("This morning, I...") moves the story less often than
-        # one in narration ("*The next morning...*").
-        spoken = 0.6 if turn.text.lstrip(" *_")[:1] in '"“«„' else 1.0
+        # A time phrase in speech ("This morning, I...", quoted or in a chat of speech alone)
+        # moves the story less often than one in narration ("*The next morning...*").
+        spoken = 0.6 if speech or turn.text.lstrip(" *_")[:1] in '"“«„' else 1.0
         if _TIME_JUMP.search(opening):
             cues["time"] = 3.0 * spoken
         elif (
             _TIME_POINT.search(opening)
             or _WAKING.search(opening[:100])
-            or (_narrated(turn.text) and _DATELINE.search(opening[:DATELINE_REACH]))
+            or (not speech and _narrated(turn.text) and _DATELINE.search(opening[:DATELINE_REACH]))
         ):
             cues["time"] = 2.0 * spoken
         if _SEPARATOR.search(turn.text):
@@ -435,6 +436,20 @@ def pick_scene_starts(
 NARRATION_WORDS = 40
 """A message this long, or opening with markup, is narration: a time it opens with sets a
 scene there, while in a short chat message ("friday the 15th if it dries") it is news."""
+
+
+SPEECH_ONLY_SHARE = 0.05
+"""In a chat where fewer messages than this share hold markup or quotes, every line is speech:
+a time phrase counts as in quoted speech, and a long line is no narration with a dateline (on
+a new dev dialogue-only chat, 2 fewer extra breaks and 2 more found through the proxy's eyes;
+the dev and generated sets the same within one break)."""
+
+
+def _speech_only(turns: Sequence[Turn]) -> bool:
+    """Whether the chat is speech alone (texting, dialogue-only roleplay)."""
+    said = [turn.text for turn in turns if not turn.hidden and not turn.narrator]
+    marked = sum(1 for text in said if "*" in text or any(q in text for q in '"“”«»„'))
+    return len(said) >= 20 and marked < SPEECH_ONLY_SHARE * len(said)
 
 
 def _narrated(text: str) -> bool:
