@@ -9,7 +9,9 @@ import pytest
 
 from autorecap import Chat, set_data
 from autorecap.core.recall import (
+    ANSWER_BOOST,
     MOST_WORDS,
+    NEIGHBOUR_SHARE,
     PIECE_TOKENS,
     RECALL_KEY,
     REPEAT_SHARE,
@@ -313,6 +315,24 @@ def test_pieces_keep_the_order_of_the_hits() -> None:
     )
     found = recall_pieces(chat, [(2, 3.0), (0, 2.0), (1, 1.0)], "astrolabe", COUNTER)
     assert [p.index for p in found] == [2, 0, 1]
+
+
+def test_the_answer_a_message_or_two_after_the_best_match_comes_back() -> None:
+    """The question names the scene ("the yard at Qasr Melen") as its first message does; the
+    answer comes two messages later and matches one common word: a neighbour of the best
+    match that holds the kind of answer asked for is taken; one that does not is not."""
+    chat = chat_of(
+        message("*The caravan yard of Qasr Melen smells of tar and salt.*", hidden=True),
+        message("*She kneels by the grey camels and checks their feet.*", hidden=True),
+        message("You have thirty-seven camels, and two of them are lame.", hidden=True),
+        message("The camels will do. We leave at dawn.", hidden=True),
+    )
+    asked = "How many camels were in the caravan yard at Qasr Melen?"
+    found = recall_pieces(chat, [(0, 9.0)], asked, COUNTER)
+    assert [p.index for p in found] == [0, 2]  # the neighbours without a number are not
+    assert found[1].score == pytest.approx(9.0 * NEIGHBOUR_SHARE * ANSWER_BOOST)
+    # A question that wants no kind of answer looks at the match alone.
+    assert [p.index for p in recall_pieces(chat, [(0, 9.0)], "camels yard Melen", COUNTER)] == [0]
 
 
 def test_a_piece_the_running_recap_already_says_is_left_out() -> None:

@@ -42,6 +42,15 @@ ANSWER_BOOST = 1.5
 """A piece whose matching sentences hold the kind of answer the question wants (a number for
 "how much", a name for "who") is worth this much more than its text match alone: of two
 messages that name the impeller and Patchy Lou, the one with a price answers "how much"."""
+NEIGHBOURS = (1, 2, 3, -1)
+"""Where a best match's neighbours are (after it, then before it): a question names the scene
+("the caravan yard at Qasr Melen") where its first message did, while the answer ("thirty-seven
+camels") comes a message or two later, in words the search ranks lower."""
+NEIGHBOUR_SEEDS = 3
+"""The best matches whose neighbours are looked at."""
+NEIGHBOUR_SHARE = 0.6
+"""A neighbour that holds the kind of answer asked for is worth this share of its match's
+score (and `ANSWER_BOOST`); one that does not is not taken."""
 MOST_WORDS = 24
 """A query keeps at most this many words (a long message asks about a few things at once)."""
 REPEAT_SHARE = 0.8
@@ -167,7 +176,7 @@ def recall_pieces(
     ends = list(breaks) if breaks is not None else break_indexes(messages)
     given: set[int] = set()  # messages said already: in a piece, or as an answer in one
     pieces: list[RecallPiece] = []
-    for index, score in hits:
+    for index, score, near in _with_neighbours(hits, len(messages), wanted):
         if not 0 <= index < len(messages) or index in given:
             continue
         message = messages[index]
@@ -193,11 +202,32 @@ def recall_pieces(
                     given.add(index + 1)
             if wanted and _answers(excerpt, wanted, asked):
                 score *= ANSWER_BOOST
+            elif near:
+                continue  # a neighbour is taken for the answer it holds
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
             given.add(index)
             break
     pieces.sort(key=lambda p: -p.score)
     return pieces
+
+
+def _with_neighbours(
+    hits: Sequence[tuple[int, float]], count: int, wanted: frozenset[str]
+) -> list[tuple[int, float, bool]]:
+    """The hits, then (when the question wants a kind of answer) the `NEIGHBOURS` of the best
+    `NEIGHBOUR_SEEDS` that are no hit themselves, at `NEIGHBOUR_SHARE` of their score; each
+    with whether it is a neighbour."""
+    found = [(index, score, False) for index, score in hits]
+    if not wanted:
+        return found
+    matched = {index for index, _ in hits}
+    for index, score in hits[:NEIGHBOUR_SEEDS]:
+        for step in NEIGHBOURS:
+            near = index + step
+            if 0 <= near < count and near not in matched:
+                matched.add(near)
+                found.append((near, score * NEIGHBOUR_SHARE, True))
+    return found
 
 
 def _scene_hidden(messages: Sequence[Message], ends: Sequence[int], index: int) -> bool:
