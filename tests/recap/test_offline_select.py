@@ -302,6 +302,20 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         ("I have you now.", "Have Tobin now."),
         ("The name you want is Ivo Radley.", "The name Tobin wants is Ivo Radley."),
         ("Give the dog you found some water.", "Give the dog Tobin found some water."),
+        # Common verbs agree in their own forms, after "than" and "as" too.
+        (
+            "You have nine camels, if you count the lame one.",
+            "Tobin has nine camels, if Tobin counts the lame one.",
+        ),
+        ("You will walk more than you ride.", "Tobin will walk more than Tobin rides."),
+        (
+            "As you know, when you watch it, you worry.",
+            "As Tobin knows, when Tobin watches it, Tobin worries.",
+        ),
+        # A verb whose past is the same word may be either: left as said.
+        ("If you put it there, fine.", "If Tobin put it there, fine."),
+        # "you guys" is more than the one spoken to.
+        ("If you guys want to come, you can.", "If you guys want to come, Tobin can."),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

@@ -51,15 +51,36 @@ _FIRST_PERSON_MODAL = {
     "I'd": "would",
     "I’d": "would",
 }
+
+
+def _with_s(verb: str) -> str:
+    """The form a verb takes after a name: "counts", "watches", "carries", "stays"."""
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in tuple("aeiou"):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
 _PLAIN_VERBS = {
-    verb: verb + "s"
+    verb: _with_s(verb)
     for verb in """
     forget need want know think like love hate owe remember promise mean feel seem look keep
     get make take leave find give bring buy sell come see tell work live sound call win lose
-    play eat drink read write drive sleep stay start stop help ask
+    play eat drink read write drive sleep stay start stop help ask go pay say try
+    count ride walk run talk speak hear hold carry wait watch stand sit fall fly follow open
+    close turn move pull push pick choose check change fix break build burn catch climb cook
+    cross cry dance decide deliver die dig draw dream earn enjoy enter escape expect explain
+    fail fear fight fill finish guess hide hope hunt hurry imagine join jump kill kiss laugh
+    lead learn lend listen lock marry matter meet miss mind notice offer order own pack pass
+    plan plant pour pray prefer prepare pretend protect prove reach realise realize receive
+    refuse remain repair reply rest return ring rise risk save search send serve share shoot
+    shout show sing smell smile spend steal swim swear teach throw touch travel trust
+    understand use visit wake wash wear whisper wish worry
     """.split()
-} | {"go": "goes", "pay": "pays", "say": "says", "try": "tries"}
-"""Verbs that take an "s" after a name ("if you forget" -> "if Teo forgets")."""
+}
+"""Verbs that take an "s" after a name ("if you forget" -> "if Teo forgets"); not those whose
+past is the same word ("put", "cut", "set"), which may be either."""
 _THIRD_PERSON_VERB = {
     "have": "has",
     "are": "is",
@@ -78,11 +99,12 @@ _AUXILIARY = "|".join(re.escape(v) for v in sorted(_THIRD_PERSON_VERB, key=len, 
 """The verbs that agree with a name in any clause ("you are" -> "Teo is"), as a pattern."""
 _SECOND_PERSON = re.compile(
     r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
+    r"(?!\s+(?:guys|all|two|both|lot|people|folks)\b)"  # "you guys": more than the one named
     rf"(?:\s+({_AUXILIARY}|{'|'.join(sorted(_PLAIN_VERBS))})\b)?",
     re.IGNORECASE,
 )
 _CLAUSE_START = re.compile(
-    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that"
+    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that|than|as"
     r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
     r"|swear|wish|sure|glad|sorry)"
     r"|\b(?:the|a|an|this|these|those|every|any|each|whatever|whichever)\s+[a-z'’-]+)\s*$",
