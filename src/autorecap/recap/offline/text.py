@@ -100,18 +100,35 @@ _AUXILIARY = "|".join(re.escape(v) for v in sorted(_THIRD_PERSON_VERB, key=len, 
 _SECOND_PERSON = re.compile(
     r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
     r"(?!\s+(?:guys|all|two|both|lot|people|folks)\b)"  # "you guys": more than the one named
-    rf"(?:\s+({_AUXILIARY}|{'|'.join(sorted(_PLAIN_VERBS))})\b)?",
+    r"(?:(\s+)([a-z'’]+)\b)?",  # the word after it: a verb agrees (`_named`)
     re.IGNORECASE,
 )
-_CLAUSE_START = re.compile(
-    r"(?:^|[,;:—]|\b(?:if|when|and|but|so|because|unless|until|before|after|while|once|that|than|as"
-    r"|what|where|why|how|whether|know|knew|think|thought|hope|guess|bet|believe|suppose"
-    r"|swear|wish|sure|glad|sorry)"
-    r"|\b(?:the|a|an|this|these|those|every|any|each|whatever|whichever)\s+[a-z'’-]+)\s*$",
-    re.IGNORECASE,
+_CLAUSE_WORDS = frozenset(
+    """
+    if when and but so because unless until before after while once that than as what where
+    why how whether know knew think thought hope guess bet believe suppose swear wish sure glad
+    sorry
+    """.split()
 )
-"""What comes before a "you" that is the subject of its clause ("if you forget", "the name
-you want"), not the object of a verb ("I saw you leave", "did you forget")."""
+_DETERMINERS = frozenset("the a an this these those every any each whatever whichever".split())
+
+
+def _clause_start(text: str, end: int) -> bool:
+    """Whether a "you" at `end` is the subject of its clause: after the start, a comma or a
+    colon, a word that opens a clause ("if you forget", "than you ride") or a noun after a
+    determiner ("the name you want"); not the object of a verb ("I saw you leave", "did you
+    forget")."""
+    before = text[max(0, end - 60) : end].rstrip()
+    if not before:
+        return not text[:end].strip()
+    if before[-1] in ",;:—":
+        return True
+    words = before.lower().split()
+    if words[-1] in _CLAUSE_WORDS:
+        return True
+    return len(words) > 1 and words[-2] in _DETERMINERS and words[-1].isalpha()
+
+
 _SECOND_FORMS = {
     "you're": "{} is",
     "you’re": "{} is",
@@ -280,17 +297,20 @@ _SHARE_OF = re.compile(
 
 
 def _named(match: re.Match[str], other: str) -> str:
-    pronoun, verb = match.group(1).lower(), match.group(2)
+    pronoun, space, verb = match.group(1).lower(), match.group(2) or "", match.group(3) or ""
     if pronoun == "you" and _SHARE_OF.search(match.string, 0, match.start()):
-        return f"them {verb}" if verb else "them"
+        return f"them{space}{verb}"
     named = _SECOND_FORMS.get(pronoun, "{}").format(other)
-    if verb is None:
-        return named
-    if pronoun in ("you", "u") and verb.lower() in _THIRD_PERSON_VERB:
-        return f"{named} {_THIRD_PERSON_VERB[verb.lower()]}"
-    if pronoun in ("you", "u") and _CLAUSE_START.search(match.string, 0, match.start()):
-        return f"{named} {_PLAIN_VERBS[verb.lower()]}"
-    return f"{named} {verb}"
+    said = verb.lower()
+    if pronoun in ("you", "u") and said in _THIRD_PERSON_VERB:
+        return f"{named}{space}{_THIRD_PERSON_VERB[said]}"
+    if (
+        pronoun in ("you", "u")
+        and said in _PLAIN_VERBS
+        and _clause_start(match.string, match.start())
+    ):
+        return f"{named}{space}{_PLAIN_VERBS[said]}"
+    return f"{named}{space}{verb}"
 
 
 @lru_cache(maxsize=65536)
