@@ -322,6 +322,21 @@ def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str
     assert about(said, "Tobin") == recap
 
 
+def test_a_note_out_of_character_is_no_piece_of_a_recap() -> None:
+    """A player's note about the game ("(OOC: I have work early tomorrow)") is not the
+    story."""
+    text = (
+        "(OOC: quick heads up, I have work early so I'll stop after the gate scene.) "
+        "*I knock twice on the cistern door.* ((loving this)) The keeper's name is Ghali.\n"
+        "OOC: pick up in the souq next time"
+    )
+    said = " ".join(p.text for p in _pieces([("Rafiq", text, False)], frozenset(), None, None))
+    assert "Ghali" in said
+    assert "cistern door" in said
+    for note in ("work early", "gate scene", "loving", "souq"):
+        assert note not in said
+
+
 def test_a_stage_direction_is_no_piece_of_a_recap() -> None:
     """A gesture of a word or two ("*snorts*", "*dryly*") says how something was said, not
     what happened: the words around it are pieces, it is none."""

@@ -20,6 +20,9 @@ DAY = date(2023, 5, 8)  # a Monday
         ("We met yesterday.", "We met on 7 May 2023."),
         ("See you tomorrow.", "See you on 9 May 2023."),
         ("It broke last night.", "It broke on the night of 7 May 2023."),
+        ("Tomorrow night, then.", "on the night of 9 May 2023, then."),
+        ("I saw him yesterday morning.", "I saw him on the morning of 7 May 2023."),
+        ("She wears blue on the last night.", None),  # of something else: no relative date
         ("The day before yesterday it rained.", "on 6 May 2023 it rained."),
         ("I moved three weeks ago.", "I moved the week of 17 April 2023."),
         ("I moved a few days ago.", "I moved a few days before 8 May 2023."),

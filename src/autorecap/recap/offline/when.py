@@ -38,8 +38,9 @@ _RELATIVE = re.compile(
     r"\b(?:"
     r"(?P<before_yesterday>the\s+day\s+before\s+yesterday)"
     r"|(?P<after_tomorrow>the\s+day\s+after\s+tomorrow)"
-    r"|(?P<yesterday>yesterday|yday|last\s+night)"
-    r"|(?P<tomorrow>tomorrow|tmrw|tmr)"
+    r"|(?P<yesterday>(?:yesterday|yday)(?:\s+(?P<ypart>morning|afternoon|evening|night))?"
+    r"|(?<!the )last\s+night)"  # "the last night of the fair" is no relative date
+    r"|(?P<tomorrow>(?:tomorrow|tmrw|tmr)(?:\s+(?P<tpart>morning|afternoon|evening|night))?)"
     rf"|(?P<ago>(?P<ago_n>{_COUNT})\s+(?P<ago_unit>days?|weeks?|months?|years?)\s+ago)"
     rf"|(?P<in>in\s+(?P<in_n>{_COUNT})\s+(?P<in_unit>days?|weeks?))"
     # "the last Tuesday of January" is no relative date: not after "the", nor before "of".
@@ -129,10 +130,10 @@ def _replacement(match: re.Match[str], today: date) -> str:
     if groups["after_tomorrow"]:
         return f"on {day_text(today + timedelta(days=2))}"
     if groups["yesterday"]:
-        night = "the night of " if "night" in groups["yesterday"].lower() else ""
-        return f"on {night}{day_text(today - timedelta(days=1))}"
+        part = groups["ypart"] or ("night" if "night" in groups["yesterday"].lower() else "")
+        return f"on {_part_of(part)}{day_text(today - timedelta(days=1))}"
     if groups["tomorrow"]:
-        return f"on {day_text(today + timedelta(days=1))}"
+        return f"on {_part_of(groups['tpart'])}{day_text(today + timedelta(days=1))}"
     if groups["ago"]:
         if " ".join(groups["ago_n"].lower().split()) in _VAGUE:  # "a few days before 8 May"
             return f"{groups['ago_n']} {groups['ago_unit']} before {day_text(today)}"
@@ -154,6 +155,11 @@ def _replacement(match: re.Match[str], today: date) -> str:
         year = today.year + (today.month - 1 + direction) // 12
         return f"in {date(year, month, 1):%B} {year}"
     return f"in {today.year + direction}"
+
+
+def _part_of(part: str | None) -> str:
+    """ "the night of " for "tomorrow night"; "" for a whole day."""
+    return f"the {part.lower()} of " if part else ""
 
 
 def _count(word: str) -> int:
