@@ -299,6 +299,8 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         ("I saw you leave early.", "Saw Tobin leave early."),
         ("Are you sure you want this?", "Is Tobin sure Tobin wants this?"),
         ("What do you think?", "What does Tobin think?"),
+        # "are you" asks even without a question mark.
+        ("because what are you going to do", "Because what is Tobin going to do"),
         ("I have you now.", "Have Tobin now."),
         ("The name you want is Ivo Radley.", "The name Tobin wants is Ivo Radley."),
         ("Give the dog you found some water.", "Give the dog Tobin found some water."),

@@ -53,6 +53,7 @@ DAY = date(2023, 5, 8)  # a Monday
         # The "'s" of "is" before a determiner or an adverb.
         ("Tomorrow's the day.", "9 May 2023 is the day."),
         ("Tomorrow's going to be rough.", "9 May 2023 is going to be rough."),
+        ("flight tomorrow's cancelled", "flight 9 May 2023 is cancelled"),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

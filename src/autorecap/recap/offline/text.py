@@ -273,13 +273,15 @@ def about(sentence: str, other: str | None) -> str:
     else:
         text = _FIRST_PERSON_START.sub("", text, count=1)
     if other:
-        if text.rstrip(" \"'”*").endswith("?"):  # "I have you now" asks nothing
-            text = _ASKED_OF_YOU.sub(lambda m: f"{_third_person(m.group(1))} {other}", text)
+        # "I have you now" asks nothing; "are you" always does ("what are you going to do")
+        asking = _ASKED_OF_YOU if text.rstrip(" \"'”*").endswith("?") else _BE_BEFORE_YOU
+        text = asking.sub(lambda m: f"{_third_person(m.group(1))} {other}", text)
         text = _SECOND_PERSON.sub(lambda m: _named(m, other), text)
     return text[:1].upper() + text[1:] if text else ""
 
 
 _ASKED_OF_YOU = re.compile(rf"\b({_AUXILIARY})\s+(?:you|u)\b", re.IGNORECASE)
+_BE_BEFORE_YOU = re.compile(r"\b(are|were|aren't|aren’t|weren't|weren’t)\s+(?:you|u)\b", re.I)
 """A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
 sure?")."""
 

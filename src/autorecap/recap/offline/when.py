@@ -49,9 +49,11 @@ _RELATIVE = re.compile(
     r")\b"
     # "tomorrow's game": a possessive, which the date takes another way (`_owned`); and the
     # "'s" of "is" ("tomorrow's the day"), which a determiner, pronoun or adverb follows.
+    # A participle follows the "is" too ("tomorrow's cancelled", "tomorrow's going to be").
     r"(?:(?P<owner>['’]s\b(?=\s+\w)(?!\s+(?:the|a|an|my|your|his|her|its|our|their"
-    r"|this|that|it|not|also|just|still|going|gonna|when|too|fine|good|ok|okay|perfect|here"
-    r"|there|over|so|really|gonna|finally|already)\b))|(?P<is>['’]s\b(?=\s+\w)))?",
+    r"|this|that|it|not|also|just|still|gonna|when|too|fine|good|ok|okay|perfect|here"
+    r"|there|over|so|really|finally|already|going|coming|getting|looking|happening"
+    r"|starting)\b|\s+\w{3,}ed\b))|(?P<is>['’]s\b(?=\s+\w)))?",
     re.IGNORECASE,
 )
 
