@@ -40,8 +40,8 @@ DEFAULT_MESSAGE_RECAP_PROMPT: Final = (
     "reminded later of what happened.\n"
     "Write the note for {{name}}'s message: one or two short sentences in the past tense that "
     "say who did what, where and when, keeping every name, number, date, place, object, "
-    "promise, decision and change in a relationship it states. Leave out style, quotes and "
-    "what the earlier messages already said.\n\n"
+    "promise, decision and change in a relationship it states. Leave out style, quotes, notes "
+    "out of character (OOC) and what the earlier messages already said.\n\n"
     "Earlier messages:\n{{context}}\n\n"
     "Message from {{name}}:\n{{message}}\n\n"
     "Answer with the note alone."
@@ -55,7 +55,7 @@ DEFAULT_MESSAGE_BATCH_PROMPT: Final = (
     "name, number, date, place, object, promise and decision the message states. When a "
     "message opens a new scene (the time, the place or the situation changes, or a new "
     "conversation starts after a pause), write NEW SCENE: after its number. Nothing else: no "
-    "quotes, no comments, no lines of your own."
+    "quotes, no comments, no notes out of character (OOC), no lines of your own."
 )
 DEFAULT_SCENE_RECAP_PROMPT: Final = (
     "One scene ({{name}}; when and where: {{when}}) of a long chat between {{user}} and "

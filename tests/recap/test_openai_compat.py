@@ -868,6 +868,16 @@ def test_a_short_message_is_its_own_recap_with_no_call(
     assert len(llm_server.requests) == 1
 
 
+def test_a_short_message_s_note_out_of_character_is_left_out(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    backend = make_client(own_recap_tokens=24)
+    said = RecapRequest(text="(OOC: brb, dinner) The gate code is 4471.", name="Sam")
+    assert backend.message_recap(said).memory == "Sam: The gate code is 4471."
+    assert backend.message_recap(RecapRequest(text="((brb))", name="Sam")).memory == ""
+    assert llm_server.requests == []
+
+
 def test_a_line_missing_from_a_batch_is_asked_for_alone(
     llm_server: LLMServer, make_client: MakeClient
 ) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from autorecap.core.out_of_character import in_character
 from autorecap.core.template import render
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
@@ -181,7 +182,9 @@ class OpenAICompatBackend(RecapBackend):
         """A message of at most `own_recap_tokens` is its own recap, with no call."""
         if self.counter.count(request.text) > self.own_recap_tokens:
             return None
-        text = " ".join(request.text.split())
+        text = " ".join(in_character(request.text).split())
+        if not text:
+            return RecapResult(memory="")  # only a note out of character: nothing to keep
         return RecapResult(memory=f"{request.name}: {text}" if request.name else text)
 
     def message_recaps(

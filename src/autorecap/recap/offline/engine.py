@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from autorecap.core.out_of_character import in_character
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.pacing import pause
 from autorecap.recap.backend import (
@@ -216,7 +217,7 @@ def _pieces(
         kept = False  # whether the clause before was kept (a clause goes on from it only then)
         for clause, joint in (
             c
-            for p in _parts(_in_character(text))
+            for p in _parts(in_character(text))
             for s in sentences(p)
             if not _stage_direction(s)
             for c in clause_joints(s)
@@ -258,21 +259,6 @@ darkly.*"): how something was said, not what happened."""
 
 def _stage_direction(sentence: str) -> bool:
     return bool(_STAGE_DIRECTION.fullmatch(sentence.strip()))
-
-
-_OUT_OF_CHARACTER = re.compile(
-    r"\(\s*ooc\b[^)]*\)?|\[\s*ooc\b[^\]]*\]?|\(\([^)]*\)\)?|^\s*(?:ooc\b|//).*$",
-    re.IGNORECASE | re.MULTILINE,
-)
-"""A player's note out of character ("(OOC: brb, dinner)", "((nice post!))", a line opening
-with "OOC:" or "//"): about the game, not the story."""
-
-
-def _in_character(text: str) -> str:
-    """`text` without its notes out of character."""
-    if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
-        return text
-    return _OUT_OF_CHARACTER.sub(" ", text)
 
 
 def _parts(text: str) -> list[str]:

@@ -1,0 +1,21 @@
+"""Notes out of character: what a player writes about the game, not the story ("(OOC: brb,
+dinner)", "((loving this!))", a line opening with "OOC:" or "//"). Recaps leave them out.
+
+May import: nothing of autorecap.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NOTE = re.compile(
+    r"\(\s*ooc\b[^)]*\)?|\[\s*ooc\b[^\]]*\]?|\(\([^)]*\)\)?|^\s*(?:ooc\b|//).*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def in_character(text: str) -> str:
+    """`text` without its notes out of character (each left as a space)."""
+    if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
+        return text
+    return _NOTE.sub(" ", text)
