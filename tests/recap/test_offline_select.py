@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.tokens import TokenCounter
-from autorecap.recap.backend import MergeRequest
+from autorecap.recap.backend import MergeRequest, RecapRequest, SceneMessage, SceneRecapRequest
 from autorecap.recap.offline.engine import OfflineBackend, _pieces, recurring_words
 from autorecap.recap.offline.select import (
     Piece,
@@ -314,10 +314,14 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
             "As you know, when you watch it, you worry.",
             "As Tobin knows, when Tobin watches it, Tobin worries.",
         ),
-        # A verb whose past is the same word may be either: left as said.
-        ("If you put it there, fine.", "If Tobin put it there, fine."),
-        # "you guys" is more than the one spoken to.
+        # "you guys" is more than the one spoken to; "your" is still the one.
         ("If you guys want to come, you can.", "If you guys want to come, Tobin can."),
+        ("Your folks called.", "Tobin's folks called."),
+        # A "you" right after another is named too.
+        ("Let me show you your room.", "Let me show Tobin Tobin's room."),
+        # "were you" after a subject asks nothing.
+        ("If I were you, I would run.", "If I were Tobin, I would run."),
+        ("Are you kidding me.", "Is Tobin kidding me."),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:
@@ -326,17 +330,28 @@ def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str
 
 def test_a_note_out_of_character_is_no_piece_of_a_recap() -> None:
     """A player's note about the game ("(OOC: I have work early tomorrow)") is not the
-    story."""
+    story: a message recap leaves it out, and so does a scene recap; a message that is only
+    a note still has its recap (every included message has one), but no scene keeps it."""
     text = (
         "(OOC: quick heads up, I have work early so I'll stop after the gate scene.) "
         "*I knock twice on the cistern door.* ((loving this)) The keeper's name is Ghali.\n"
         "OOC: pick up in the souq next time"
     )
-    said = " ".join(p.text for p in _pieces([("Rafiq", text, False)], frozenset(), None, None))
-    assert "Ghali" in said
-    assert "cistern door" in said
-    for note in ("work early", "gate scene", "loving", "souq"):
-        assert note not in said
+    note = "(OOC: sorry, short replies from me for a bit, typing on my phone.)"
+    backend = OfflineBackend(COUNTER)
+    recap = backend.message_recap(RecapRequest(text=text, name="Rafiq", max_tokens=80)).memory
+    assert "Ghali" in recap
+    assert backend.message_recap(RecapRequest(text=note, name="Rafiq", max_tokens=80)).memory
+    scene = backend.scene_recap(
+        SceneRecapRequest(
+            messages=(SceneMessage(0, "Rafiq", text), SceneMessage(1, "Rafiq", note)),
+            max_tokens=200,
+        )
+    ).memory
+    assert "Ghali" in scene
+    for said in (recap, scene):
+        for words in ("work early", "gate scene", "loving", "souq", "phone"):
+            assert words not in said
 
 
 def test_a_stage_direction_is_no_piece_of_a_recap() -> None:

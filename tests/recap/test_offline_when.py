@@ -54,6 +54,10 @@ DAY = date(2023, 5, 8)  # a Monday
         ("Tomorrow's the day.", "9 May 2023 is the day."),
         ("Tomorrow's going to be rough.", "9 May 2023 is going to be rough."),
         ("flight tomorrow's cancelled", "flight 9 May 2023 is cancelled"),
+        ("Tomorrow's busy for me.", "9 May 2023 is busy for me."),
+        ("Tomorrow's Friday, right?", "9 May 2023 is Friday, right?"),
+        ("Yesterday's been rough.", "7 May 2023 has been rough."),
+        ("Tomorrow's speed trial", "The 9 May 2023 speed trial"),
         # Not relative to the day: left as written.
         ("The list goes up on the last Tuesday of January.", None),
         ("It was the next Friday of the month.", None),

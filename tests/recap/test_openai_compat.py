@@ -874,7 +874,7 @@ def test_a_short_message_s_note_out_of_character_is_left_out(
     backend = make_client(own_recap_tokens=24)
     said = RecapRequest(text="(OOC: brb, dinner) The gate code is 4471.", name="Sam")
     assert backend.message_recap(said).memory == "Sam: The gate code is 4471."
-    assert backend.message_recap(RecapRequest(text="((brb))", name="Sam")).memory == ""
+    assert backend.message_recap(RecapRequest(text="((brb))", name="Sam")).memory == "Sam: ((brb))"
     assert llm_server.requests == []
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 _NOTE = re.compile(
-    r"\(\s*ooc\b[^)]*\)?|\[\s*ooc\b[^\]]*\]?|\(\([^)]*\)\)?|^\s*(?:ooc\b|//).*$",
+    # an unclosed note runs to the end of its line, not of the message
+    r"\(\s*ooc\b[^)\n]*\)?|\[\s*ooc\b[^\]\n]*\]?|\(\([^)\n]*\)\)?"
+    r"|^[ \t]*(?:ooc\s*[:-]|//).*$",
     re.IGNORECASE | re.MULTILINE,
 )
 

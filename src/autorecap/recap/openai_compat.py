@@ -182,9 +182,8 @@ class OpenAICompatBackend(RecapBackend):
         """A message of at most `own_recap_tokens` is its own recap, with no call."""
         if self.counter.count(request.text) > self.own_recap_tokens:
             return None
-        text = " ".join(in_character(request.text).split())
-        if not text:
-            return RecapResult(memory="")  # only a note out of character: nothing to keep
+        # a message that is only a note out of character keeps it: it is what it says
+        text = " ".join(in_character(request.text).split()) or " ".join(request.text.split())
         return RecapResult(memory=f"{request.name}: {text}" if request.name else text)
 
     def message_recaps(

@@ -68,7 +68,11 @@ class OfflineBackend(RecapBackend):
         speaker = request.name.strip()
         other = _other(speaker, request.user, request.char)
         names = _names(request.user, request.char, speaker, *(m.name for m in request.context))
-        pieces = _pieces([(speaker, request.text, False)], names, other, request.day)
+        # A note out of character is left out; a message that is only one (a hidden "(OOC:
+        # brb)") still has its recap, as every included message does, but no scene keeps it.
+        text = in_character(request.text)
+        text = text if text.strip() else request.text
+        pieces = _pieces([(speaker, text, False)], names, other, request.day)
         if not pieces:
             return RecapResult(memory="")
         seen = frozenset().union(*(content_words(r) for r in request.earlier_recaps))
@@ -95,7 +99,7 @@ class OfflineBackend(RecapBackend):
         names = _names(request.user, request.char, *speakers)
         rows: list[tuple[str, str, bool]] = []
         for message in request.messages:
-            rows.append((message.name.strip(), message.text, message.narrator))
+            rows.append((message.name.strip(), in_character(message.text), message.narrator))
         two = len({s for s in speakers if s.lower() not in _GENERIC}) <= 2
         pieces = _pieces(
             rows, names, None, request.day, others=(request.user, request.char) if two else None
@@ -217,7 +221,7 @@ def _pieces(
         kept = False  # whether the clause before was kept (a clause goes on from it only then)
         for clause, joint in (
             c
-            for p in _parts(in_character(text))
+            for p in _parts(text)
             for s in sentences(p)
             if not _stage_direction(s)
             for c in clause_joints(s)

@@ -98,9 +98,10 @@ _THIRD_PERSON_VERB = {
 _AUXILIARY = "|".join(re.escape(v) for v in sorted(_THIRD_PERSON_VERB, key=len, reverse=True))
 """The verbs that agree with a name in any clause ("you are" -> "Teo is"), as a pattern."""
 _SECOND_PERSON = re.compile(
-    r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|you|u)\b"
-    r"(?!\s+(?:guys|all|two|both|lot|people|folks)\b)"  # "you guys": more than the one named
-    r"(?:(\s+)([a-z'’]+)\b)?",  # the word after it: a verb agrees (`_named`)
+    r"\b(you're|you’re|youre|you've|you’ve|you'll|you’ll|you'd|you’d|yours|your|ur|u"
+    r"|you(?!\s+(?:guys|all|two|both|lot|people|folks)\b))\b"  # "you guys": more than one
+    # the word after it, unless another "you": a verb agrees (`_named`)
+    r"(?:(\s+)(?!(?:you|your|yours|ur|u)\b|you['’])([a-z'’]+)\b)?",
     re.IGNORECASE,
 )
 _CLAUSE_WORDS = frozenset(
@@ -273,15 +274,24 @@ def about(sentence: str, other: str | None) -> str:
     else:
         text = _FIRST_PERSON_START.sub("", text, count=1)
     if other:
-        # "I have you now" asks nothing; "are you" always does ("what are you going to do")
-        asking = _ASKED_OF_YOU if text.rstrip(" \"'”*").endswith("?") else _BE_BEFORE_YOU
-        text = asking.sub(lambda m: f"{_third_person(m.group(1))} {other}", text)
+        if text.rstrip(" \"'”*").endswith("?"):  # "I have you now" asks nothing
+            text = _ASKED_OF_YOU.sub(lambda m: f"{_third_person(m.group(1))} {other}", text)
+        else:
+            text = _BE_BEFORE_YOU.sub(
+                lambda m: f"{m.group(1)}{_third_person(m.group(2))} {other}", text
+            )
         text = _SECOND_PERSON.sub(lambda m: _named(m, other), text)
     return text[:1].upper() + text[1:] if text else ""
 
 
 _ASKED_OF_YOU = re.compile(rf"\b({_AUXILIARY})\s+(?:you|u)\b", re.IGNORECASE)
-_BE_BEFORE_YOU = re.compile(r"\b(are|were|aren't|aren’t|weren't|weren’t)\s+(?:you|u)\b", re.I)
+_BE_BEFORE_YOU = re.compile(
+    r"(^\W*|\b(?:what|where|when|why|how|who|whom|which|whose)\s+)"
+    r"(are|were|aren't|aren’t|weren't|weren’t)\s+(?:you|u)\b",
+    re.IGNORECASE,
+)
+"""A "you" after "are" or "were" that asks ("what are you going to do"), even with no question
+mark: at the start, or after a question word; not "if I were you"."""
 """A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
 sure?")."""
 

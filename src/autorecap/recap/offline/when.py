@@ -49,11 +49,14 @@ _RELATIVE = re.compile(
     r")\b"
     # "tomorrow's game": a possessive, which the date takes another way (`_owned`); and the
     # "'s" of "is" ("tomorrow's the day"), which a determiner, pronoun or adverb follows.
-    # A participle follows the "is" too ("tomorrow's cancelled", "tomorrow's going to be").
-    r"(?:(?P<owner>['’]s\b(?=\s+\w)(?!\s+(?:the|a|an|my|your|his|her|its|our|their"
+    # A participle, an adjective or a name follows the "is" (or "has") too ("tomorrow's
+    # cancelled", "tomorrow's busy", "tomorrow's Friday", "yesterday's been rough").
+    r"(?:(?P<owner>['’]s\b(?=\s+(?-i:[a-z0-9]))(?!\s+(?:the|a|an|my|your|his|her|its|our|their"
     r"|this|that|it|not|also|just|still|gonna|when|too|fine|good|ok|okay|perfect|here"
     r"|there|over|so|really|finally|already|going|coming|getting|looking|happening"
-    r"|starting)\b|\s+\w{3,}ed\b))|(?P<is>['’]s\b(?=\s+\w)))?",
+    r"|starting|been|got|busy|free|better|worse|great|bad|rough|hard|easy|big|open|closed"
+    r"|full|probably|definitely|supposed|likely|off|on|out|booked|due)\b"
+    r"|\s+\w{2,}[^e\W]ed\b))|(?P<is>['’]s\b(?=\s+\w)))?",
     re.IGNORECASE,
 )
 
@@ -99,7 +102,8 @@ def _as_said(match: re.Match[str], today: date) -> str:
         return _capitalised(_owned(match, replaced), match)
     if match.group("is"):
         subject = replaced[3:] if replaced.startswith(("on ", "in ")) else replaced
-        return f"{subject} is"
+        has = _HAS.match(match.string, match.end())  # "yesterday's been rough"
+        return f"{subject} {'has' if has else 'is'}"
     if not replaced.startswith(("on ", "in ")):
         return replaced
     if _SUBJECT_OF.match(match.string, match.end()) or _PREPOSITION.search(
@@ -107,6 +111,10 @@ def _as_said(match: re.Match[str], today: date) -> str:
     ):
         return replaced[3:]
     return replaced
+
+
+_HAS = re.compile(r"\s+(?:been|got|gotten|had)\b", re.IGNORECASE)
+"""What follows the "'s" of "has"."""
 
 
 def _owned(match: re.Match[str], replaced: str) -> str:
