@@ -14,6 +14,7 @@ import pytest
 
 from autorecap.core import running
 from autorecap.core.data import get_data, get_memory
+from autorecap.core.dates import as_utc
 from autorecap.core.model import Chat
 from autorecap.core.scenes import (
     add_recap_version,
@@ -34,6 +35,7 @@ from autorecap.recap import (
     update_running_recap,
 )
 from autorecap.recap.backend import LLMError, RecapResult, SceneRecapRequest
+from autorecap.recap.offline.cues import SESSION_LENGTH, SESSION_PAUSE
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.openai_compat import OpenAICompatBackend
 from autorecap.sample import sample_chat_path, sample_scenes
@@ -304,8 +306,6 @@ def test_offline_detector_on_the_sample_chat() -> None:
 @pytest.mark.parametrize(("minimum", "offset"), [(10, 2), (25, 0), (15, 30), (40, 5)])
 def test_detection_respects_minimum_length_and_offset(minimum: int, offset: int) -> None:
     chat = generate(300, seed=21).chat
-    for message in chat.messages:  # no pauses: a session after one may be shorter (below)
-        message.pop("send_date", None)
     n = len(chat.messages)
     settings = Settings(
         auto_scene_break_minimum_scene_length=minimum, auto_scene_break_message_offset=offset
@@ -313,8 +313,21 @@ def test_detection_respects_minimum_length_and_offset(minimum: int, offset: int)
     found = detect_scene_breaks(chat, OfflineBackend(), settings)
     assert found
     assert found == break_indexes(chat.messages)
-    assert found[0] >= minimum - 1  # the first scene has `minimum` messages too
-    assert all(later - earlier >= minimum for earlier, later in itertools.pairwise(found))
+
+    def session(index: int) -> bool:  # the scene after `index` starts after hours of silence
+        before, after = chat.messages[index].send_time, chat.messages[index + 1].send_time
+        assert before is not None
+        assert after is not None
+        return (as_utc(after) - as_utc(before)).total_seconds() >= SESSION_PAUSE
+
+    # Every scene has `minimum` messages, the first included, unless a session starts it
+    # (then at least SESSION_LENGTH).
+    assert found[0] >= minimum - 1 or (found[0] >= SESSION_LENGTH - 1 and session(found[0]))
+    for earlier, later in itertools.pairwise(found):
+        short = later - earlier < minimum  # the scene from `earlier + 1` to `later`
+        assert not short or (
+            later - earlier >= SESSION_LENGTH and (session(earlier) or session(later))
+        ), (earlier, later)
     assert max(found) <= n - 1 - offset  # the newest `offset` messages are left alone
     checked = [i for i, m in enumerate(chat.messages) if get_data(m, "auto_scene_break_checked")]
     assert checked == list(range(n - offset))

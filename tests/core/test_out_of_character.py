@@ -12,6 +12,7 @@ from autorecap.core.out_of_character import in_character
     [
         ("(OOC: brb, dinner) She opens the gate.", "She opens the gate."),
         ("She nods. ((loving this)) Then she leaves.", "She nods. Then she leaves."),
+        ("She nods. ((the (real) one)) Then she leaves.", "She nods. Then she leaves."),
         ("[ooc: nice post] The code is 4471.", "The code is 4471."),
         ("He waves.\nOOC: skip to the city?", "He waves."),
         ("He waves.\n// back tomorrow", "He waves."),

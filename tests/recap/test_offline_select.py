@@ -322,6 +322,9 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         # "were you" after a subject asks nothing.
         ("If I were you, I would run.", "If I were Tobin, I would run."),
         ("Are you kidding me.", "Is Tobin kidding me."),
+        # A quote or a bracket before the clause changes nothing.
+        ("Nine (if you count the lame one).", "Nine (if Tobin counts the lame one)."),
+        ('"You count them," she says.', '"Tobin counts them," she says.'),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

@@ -10,7 +10,7 @@ import re
 
 _NOTE = re.compile(
     # an unclosed note runs to the end of its line, not of the message
-    r"\(\s*ooc\b[^)\n]*\)?|\[\s*ooc\b[^\]\n]*\]?|\(\([^)\n]*\)\)?"
+    r"\(\s*ooc\b[^)\n]*\)?|\[\s*ooc\b[^\]\n]*\]?|\(\((?:[^()\n]|\([^()\n]*\))*\)\)?"
     r"|^[ \t]*(?:ooc\s*[:-]|//).*$",
     re.IGNORECASE | re.MULTILINE,
 )

@@ -114,17 +114,21 @@ _CLAUSE_WORDS = frozenset(
 _DETERMINERS = frozenset("the a an this these those every any each whatever whichever".split())
 
 
+_OPENERS = "\"“‘'([*_"
+
+
 def _clause_start(text: str, end: int) -> bool:
     """Whether a "you" at `end` is the subject of its clause: after the start, a comma or a
     colon, a word that opens a clause ("if you forget", "than you ride") or a noun after a
     determiner ("the name you want"); not the object of a verb ("I saw you leave", "did you
-    forget")."""
-    before = text[max(0, end - 60) : end].rstrip()
+    forget"). An opening quote, bracket or asterisk just before changes nothing ("(if you
+    count", "*You count")."""
+    before = text[max(0, end - 60) : end].rstrip().rstrip(_OPENERS).rstrip()
     if not before:
-        return not text[:end].strip()
-    if before[-1] in ",;:—":
+        return not text[:end].strip().strip(_OPENERS)
+    if before[-1] in ",;:—.!?":
         return True
-    words = before.lower().split()
+    words = [w.lstrip(_OPENERS) for w in before.lower().split()]
     if words[-1] in _CLAUSE_WORDS:
         return True
     return len(words) > 1 and words[-2] in _DETERMINERS and words[-1].isalpha()
