@@ -302,6 +302,17 @@ def test_a_hit_that_holds_no_asked_word_is_left_out() -> None:
     assert recall_pieces(chat, [(0, 1.0)], "astrolabe", COUNTER) == []
 
 
+def test_a_note_out_of_character_is_not_recalled() -> None:
+    note = message("(OOC: the astrolabe scene was great, brb)", hidden=True)
+    set_data(note, "memory", "Tomas: the astrolabe scene was great, brb.")
+    chat = chat_of(
+        note, message("(OOC: loving it) Mira hides the astrolabe in the galley.", hidden=True)
+    )
+    found = recall_pieces(chat, [(0, 2.0), (1, 1.0)], "where is the astrolabe?", COUNTER)
+    assert [p.index for p in found] == [1]
+    assert "loving" not in found[0].text
+
+
 def test_hits_outside_the_chat_are_left_out() -> None:
     chat = chat_of(message("The astrolabe.", hidden=True))
     assert recall_pieces(chat, [(5, 1.0), (-1, 1.0), (1, 1.0)], "astrolabe", COUNTER) == []

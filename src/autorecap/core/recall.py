@@ -24,6 +24,7 @@ from typing import Any
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
+from autorecap.core.out_of_character import in_character
 from autorecap.core.scenes import break_indexes
 from autorecap.core.slots import ExtensionPrompts
 from autorecap.core.tokens import TokenCounter
@@ -268,7 +269,10 @@ def set_recall_slot(slots: ExtensionPrompts, text: str, settings: Settings) -> N
 
 
 def _texts(message: Message) -> list[tuple[str, str]]:
-    found = [("message", _text(message)), ("recap", get_memory(message))]
+    # A player's note out of character is no memory: nor is the recap of a message that is
+    # only one.
+    said = in_character(_text(message))
+    found = [("message", said), ("recap", get_memory(message) if said.strip() else "")]
     scene = get_data(message, "scene_recap_memory")
     if isinstance(scene, str):
         found.append(("scene", scene))
