@@ -21,3 +21,10 @@ def in_character(text: str) -> str:
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text
     return _NOTE.sub(" ", text)
+
+
+def recapped_text(text: str) -> str:
+    """What a message's recap is made of: its text without notes out of character, or the
+    whole text when it is only a note (every included message has a recap)."""
+    said = in_character(text)
+    return said if said.strip() else text

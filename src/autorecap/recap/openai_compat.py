@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from autorecap.core.out_of_character import in_character
+from autorecap.core.out_of_character import recapped_text
 from autorecap.core.template import render
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.errors import AutorecapError
@@ -182,8 +182,7 @@ class OpenAICompatBackend(RecapBackend):
         """A message of at most `own_recap_tokens` is its own recap, with no call."""
         if self.counter.count(request.text) > self.own_recap_tokens:
             return None
-        # a message that is only a note out of character keeps it: it is what it says
-        text = " ".join(in_character(request.text).split()) or " ".join(request.text.split())
+        text = " ".join(recapped_text(request.text).split())
         return RecapResult(memory=f"{request.name}: {text}" if request.name else text)
 
     def message_recaps(

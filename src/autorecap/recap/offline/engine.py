@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from autorecap.core.out_of_character import in_character
+from autorecap.core.out_of_character import in_character, recapped_text
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.pacing import pause
 from autorecap.recap.backend import (
@@ -68,10 +68,8 @@ class OfflineBackend(RecapBackend):
         speaker = request.name.strip()
         other = _other(speaker, request.user, request.char)
         names = _names(request.user, request.char, speaker, *(m.name for m in request.context))
-        # A note out of character is left out; a message that is only one (a hidden "(OOC:
-        # brb)") still has its recap, as every included message does, but no scene keeps it.
-        text = in_character(request.text)
-        text = text if text.strip() else request.text
+        # A message that is only a note out of character keeps it; no scene does (below).
+        text = recapped_text(request.text)
         pieces = _pieces([(speaker, text, False)], names, other, request.day)
         if not pieces:
             return RecapResult(memory="")
@@ -127,18 +125,18 @@ class OfflineBackend(RecapBackend):
         counted (see `select.fit_lines`)."""
         return fit_lines(lines, budget, self.counter, header=_HEADER, known=recurring_words(lines))
 
-    def shorten(self, line: str, tokens: int, known: frozenset[str] = frozenset()) -> str:
+    def shorten(self, line: str, tokens: int) -> str:
         """A recap line shortened to about `tokens` tokens: its header kept, then its most
         telling sentences, at least the one that tells the most (whole: half a sentence
-        tells less than one whole). `known`: words worth little here."""
+        tells less than one whole)."""
         match = _HEADER.match(line)
         head = match.group(0) if match else ""
         pieces = parse(line[len(head) :])
         if not pieces:
             return line
         budget = tokens - self.counter.count(head)
-        chosen = choose(pieces, budget, self.counter, known=known) if budget > 0 else []
-        return f"{head}{render(chosen or [best(pieces, self.counter, known)])}"
+        chosen = choose(pieces, budget, self.counter) if budget > 0 else []
+        return f"{head}{render(chosen or [best(pieces, self.counter)])}"
 
     # --- the combined recap ------------------------------------------------------------------
 

@@ -289,6 +289,8 @@ def about(sentence: str, other: str | None) -> str:
 
 
 _ASKED_OF_YOU = re.compile(rf"\b({_AUXILIARY})\s+(?:you|u)\b", re.IGNORECASE)
+"""A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
+sure?")."""
 _BE_BEFORE_YOU = re.compile(
     r"(^\W*|\b(?:what|where|when|why|how|who|whom|which|whose)\s+)"
     r"(are|were|aren't|aren’t|weren't|weren’t)\s+(?:you|u)\b",
@@ -296,8 +298,6 @@ _BE_BEFORE_YOU = re.compile(
 )
 """A "you" after "are" or "were" that asks ("what are you going to do"), even with no question
 mark: at the start, or after a question word; not "if I were you"."""
-"""A question's verb before "you" ("Are you sure?"): it agrees with the name ("Is Teo
-sure?")."""
 
 
 def _third_person(verb: str) -> str:

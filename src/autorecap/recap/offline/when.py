@@ -124,7 +124,7 @@ def _owned(match: re.Match[str], replaced: str) -> str:
     if replaced.startswith("on ") and not replaced.startswith("on the "):
         return f"the {replaced[3:]}"
     if replaced.startswith("in "):
-        return f"{replaced[3:]}’s" if "’" in match.group("owner") else f"{replaced[3:]}'s"
+        return replaced[3:] + match.group("owner")  # its own "'s" or "’s"
     return match.group(0)
 
 
