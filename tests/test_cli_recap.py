@@ -490,7 +490,7 @@ def test_eval_prints_one_row_per_style_and_set(
     rows = {}
     for line in out.splitlines():
         cells = [cell.strip() for cell in re.split(r"[│|┃]", line) if cell.strip()]
-        if len(cells) == 12 and cells[1] == "generated":
+        if len(cells) == 13 and cells[1] == "generated":
             rows[cells[0]] = cells
     assert set(rows) == {"narrated", "group", "proxy", "group proxy"}
     for cells in rows.values():
@@ -502,6 +502,12 @@ def test_eval_prints_one_row_per_style_and_set(
             # and the questions asked as the newest message recall more in the same budget
             assert int(with_recall.strip(" %")) >= memory
         assert re.fullmatch(r"\d+/\d+", cells[11])  # planted facts with recall
+        # of which those whose message left the prompt: fewer, and none found that is not there
+        found, planted = (int(x) for x in cells[11].split("/"))
+        hidden_found, hidden = (int(x) for x in cells[12].split("/"))
+        assert 0 < hidden < planted
+        assert hidden_found <= found
+        assert planted - hidden >= found - hidden_found
     assert "generated/generated-narrated-0 (600 messages)" in err
 
 

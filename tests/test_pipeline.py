@@ -26,7 +26,7 @@ from autorecap.core.scenes import (
     scenes,
 )
 from autorecap.core.tokens import TokenCounter, get_counter
-from autorecap.evaluation import copy_chat, evaluate_chat, from_generated
+from autorecap.evaluation import Question, copy_chat, evaluate_chat, from_generated
 from autorecap.recap import (
     detect_scene_breaks,
     enforce_cap,
@@ -892,3 +892,21 @@ def test_evaluation_beats_the_recent_messages_baseline() -> None:
     assert result.breaks.true > 0
     assert result.memory_recall[500] > result.baseline_recall[500]
     assert result.memory_planted[500][0] > result.baseline_planted[500][0]
+
+
+def test_evaluation_counts_apart_the_planted_facts_the_prompt_still_shows() -> None:
+    corpus = from_generated(generate(300, seed=3), "narrated", "generated")
+    before = evaluate_chat(corpus, budgets=(500,))
+    last = corpus.chat.messages[-1]
+    last["mes"] = f"{last.text} The lockbox code is 7713-QX."
+    corpus.questions.append(Question("What is the lockbox code?", "7713-QX", planted=True))
+    after = evaluate_chat(corpus, budgets=(500,))
+    # The newest message is in the prompt, not in the memory: one more planted fact (missed
+    # by the memory), and none more among those that left the prompt.
+    found, planted = after.recall_planted[500]
+    assert (found, planted) == (before.recall_planted[500][0], before.recall_planted[500][1] + 1)
+    assert after.recall_planted_hidden[500] == before.recall_planted_hidden[500]
+    hidden_found, hidden = after.recall_planted_hidden[500]
+    assert 0 < hidden < planted
+    assert hidden_found <= found
+    assert "7713-QX" not in after.memory[500]

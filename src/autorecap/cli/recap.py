@@ -571,6 +571,7 @@ def eval_command(
         for budget in budget_list:
             table.add_column(f"with recall\n@{budget}", justify="right")
         table.add_column(f"planted@{planted_at}\nwith recall", justify="right")
+        table.add_column("of them hidden\n(left the prompt)", justify="right")
     for row in sorted(by_style(results, budget_list), key=lambda r: (r.style, r.source)):
         found, planted = row.memory_planted[planted_at]
         table.add_row(
@@ -596,12 +597,16 @@ def eval_command(
 
 def _recall_cells(row: StyleRow, budgets: list[int], planted_at: int) -> list[str]:
     found, planted = row.recall_planted.get(planted_at, (0, 0))
+    # A fact whose message the prompt still shows needs no memory: the hidden ones are those
+    # the memory alone must bring back.
+    hidden_found, hidden = row.recall_planted_hidden.get(planted_at, (0, 0))
     return [
         *(
             f"{row.recall_recall[b]:.0%}" if b in row.recall_recall and row.questions else "-"
             for b in budgets
         ),
         f"{found}/{planted}" if planted else "-",
+        f"{hidden_found}/{hidden}" if hidden else "-",
     ]
 
 

@@ -36,9 +36,9 @@ RECALL_KEY = "auto_recap_memory_recall"
 PIECE_TOKENS = 120
 """The longest piece: a long message is cut to its sentences that match the query."""
 ANSWER_TOKENS = 40
+"""The longest answer taken from the message after a recalled question (`_answer_after`)."""
 QUESTION_WORDS = 3
 """The fewest words of a question whose answer is taken along ("Orrin?" asks nothing)."""
-"""The longest answer taken from the message after a recalled question (`_answer_after`)."""
 ANSWER_BOOST = 1.5
 """A piece whose matching sentences hold the kind of answer the question wants (a number for
 "how much", a name for "who") is worth this much more than its text match alone: of two

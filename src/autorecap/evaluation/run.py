@@ -18,7 +18,7 @@ from autorecap.core.data import NAMESPACE
 from autorecap.core.model import Chat
 from autorecap.core.scenes import break_indexes
 from autorecap.core.tokens import TokenCounter, get_counter
-from autorecap.evaluation.corpus import CorpusChat
+from autorecap.evaluation.corpus import CorpusChat, Question
 from autorecap.evaluation.measures import (
     BreakMatch,
     answer_recall,
@@ -57,6 +57,9 @@ class ChatResult:
     """budget -> answer recall of the running recap and what each question recalls, together
     within the budget (`RECALL_SHARE` of it for recall), the question as the newest message."""
     recall_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
+    recall_planted_hidden: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """budget -> `recall_planted` of the planted facts whose message has left the prompt (the
+    memory covers it): a fact in the messages still shown is in the prompt without memory."""
     chat_tokens: int = 0
 
 
@@ -75,6 +78,7 @@ class StyleRow:
     memory_planted: dict[int, tuple[int, int]]
     recall_recall: dict[int, float] = field(default_factory=dict)
     recall_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
+    recall_planted_hidden: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def copy_chat(chat: Chat) -> Chat:
@@ -170,7 +174,8 @@ def _measure_recall(
     )
     version = running.current(folded)
     memory = str(version.get("content", "")) if version else ""
-    for message in folded.messages[: running.covered_upto(folded) + 1]:
+    covered = running.covered_upto(folded)
+    for message in folded.messages[: covered + 1]:
         message["is_system"] = True
     search = ChatSearch(folded)
     asked = settings.model_copy(update={"recall_max_tokens": share})
@@ -186,10 +191,22 @@ def _measure_recall(
         sum(answer_recall([q], text) for q, text in scored) / len(scored) if scored else 0.0
     )
     planted = [(q, text) for q, text in scored if q.planted]
-    result.recall_planted[budget] = (
-        sum(planted_found([q], text)[0] for q, text in planted),
-        len(planted),
+    result.recall_planted[budget] = _found(planted)
+    result.recall_planted_hidden[budget] = _found(
+        [(q, text) for q, text in planted if _said_upto(folded, q.answer) <= covered]
     )
+
+
+def _found(pairs: Sequence[tuple[Question, str]]) -> tuple[int, int]:
+    """(planted answers held by the text each is paired with, pairs)."""
+    return sum(planted_found([q], text)[0] for q, text in pairs), len(pairs)
+
+
+def _said_upto(chat: Chat, answer: str) -> int:
+    """The last message that says `answer` (-1: none does)."""
+    lowered = answer.lower()
+    said = [i for i, m in enumerate(chat.messages) if lowered in m.text.lower()]
+    return said[-1] if said else -1
 
 
 def evaluate_chats(
@@ -249,17 +266,24 @@ def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) ->
                     for b in budgets
                     if all(b in r.recall_recall for r in members)
                 },
-                {
-                    b: (
-                        sum(r.recall_planted[b][0] for r in members),
-                        sum(r.recall_planted[b][1] for r in members),
-                    )
-                    for b in budgets
-                    if all(b in r.recall_planted for r in members)
-                },
+                _summed(members, lambda r: r.recall_planted, budgets),
+                _summed(members, lambda r: r.recall_planted_hidden, budgets),
             )
         )
     return rows
+
+
+def _summed(
+    members: Sequence[ChatResult],
+    pick: Callable[[ChatResult], dict[int, tuple[int, int]]],
+    budgets: Sequence[int],
+) -> dict[int, tuple[int, int]]:
+    """The chats' (found, of) counts summed per budget (the budgets every chat has)."""
+    return {
+        b: (sum(pick(r)[b][0] for r in members), sum(pick(r)[b][1] for r in members))
+        for b in budgets
+        if all(b in pick(r) for r in members)
+    }
 
 
 def _pooled(
