@@ -115,6 +115,23 @@ def test_a_short_sum_in_words_is_no_slight_remark() -> None:
         assert sum_ in render(choose(pieces, room, COUNTER))
 
 
+@pytest.mark.parametrize(
+    "exact",
+    [
+        "There are three hundred and nineteen trees in the orchard.",
+        "Sefa counted thirty-seven camels in the yard.",
+        "The hole in the pillar gave a bearing of two-four-seven.",
+    ],
+)
+def test_an_exact_number_in_words_is_worth_what_it_is_in_digits(exact: str) -> None:
+    """A compound or a run of number words is a fact as "319" is; a lone small number ("two
+    lame camels and three glances") is more often a count of nothing to remember."""
+    counts = "She took two steps back and three glances at the gate."
+    pieces = [Piece(0, "Rafiq", counts), Piece(1, "Rafiq", exact)]
+    room = max(COUNTER.count(p.text) for p in pieces) + 4  # one of them, with its label
+    assert [p.text for p in choose(pieces, room, COUNTER)] == [exact]
+
+
 def test_an_event_word_alone_tells_nothing() -> None:
     """A bare "Promise." says that something was promised, not what: it is no event worth
     keeping over a plain remark."""
