@@ -530,6 +530,64 @@ def test_eval_measures_a_folder_of_chats_with_truth(
     assert "2/2 (100%)" in row
 
 
+def _three_days(folder: Path) -> None:
+    """A tiny sessions chat (three days, one question) whose lines are too long to be their
+    own recaps: an LLM is asked for each."""
+    lines = ["# title: tiny", "# style: sessions", "# user: Ann", "# char: Bo", "# dates: iso"]
+    for day in range(1, 4):
+        lines.append(f"=== 2024-03-0{day} 10:00")
+        lines += [
+            f"{'Ann' if i % 2 else 'Bo'}: on day {day} we talked about the harbour, the boats "
+            f"that came in with the tide and the nets we mended, and this is line {i} of it"
+            for i in range(12)
+        ]
+    lines += ["--- questions", "Q: What did they mend?", "A: the nets"]
+    (folder / "tiny.chat.txt").write_text("\n".join(lines), encoding="utf-8")
+
+
+def test_eval_through_an_llm(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: AnsweringServer,
+) -> None:
+    monkeypatch.setattr(cli_app.out, "_width", 250)
+    _three_days(tmp_path)
+    code, out, err = run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
+        *("--backend", "openai", "--base-url", server.url),
+    )
+    assert code == 0, err
+    assert f"recaps by the LLM at {server.url}" in out
+    # The messages were recapped by the LLM (the scene recaps and the running recap of a chat
+    # this small are the message recaps themselves: no call needed).
+    assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
+    spent = re.search(r"LLM: (\d+) call\(s\), ([\d,]+) prompt token", words(out))
+    assert spent is not None
+    assert int(spent.group(1)) == len(server.requests)
+    assert int(spent.group(2).replace(",", "")) > 0
+    row = next(line for line in out.splitlines() if "sessions" in line)
+    assert "2/2 (100%)" in row
+
+
+def test_eval_through_an_llm_that_is_down_says_so_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, dead_url: str
+) -> None:
+    _three_days(tmp_path)
+    code, out, err = run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
+        *("--backend", "openai", "--base-url", dead_url),
+    )
+    assert code == 1
+    assert "Traceback" not in err
+    assert f"error: cannot reach the LLM server at {dead_url}" in words(err)
+    assert "memory against" not in out  # no table of figures made without recaps
+
+
 def _chat_with_truth(folder: Path, truth: str, messages: int = 30) -> None:
     rows = [
         {"name": "Ann" if i % 2 else "Bo", "is_user": bool(i % 2), "mes": f"line {i}"}

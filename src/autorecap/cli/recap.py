@@ -536,12 +536,26 @@ def eval_command(
             "message, the running recap and what it recalls sharing each budget."
         ),
     ] = True,
+    backend: Annotated[
+        Backend,
+        typer.Option(
+            help="Who writes the recaps: offline (default) or openai (any compatible server: "
+            "every chat is recapped through it, once per budget for the running recap)."
+        ),
+    ] = Backend.offline,
+    base_url: Annotated[str | None, typer.Option(help="The LLM server's base URL (…/v1).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name to ask for.")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key.")
+    ] = None,
 ) -> None:
     """Memory quality per style of chat: scene breaks found (within 2 messages) and extra, and
     the share of the answers to questions about each chat's past that the running recap holds
-    at each budget, against keeping the latest messages that fit the same budget."""
+    at each budget, against keeping the latest messages that fit the same budget. Default
+    settings; the recaps by the offline engine, or by your LLM with --backend openai."""
     from autorecap.evaluation import by_style, evaluate_chats
     from autorecap.evaluation.corpus import gather
+    from autorecap.settings import Settings
 
     try:
         budget_list = [int(x) for x in budgets.split(",") if x.strip()]
@@ -554,13 +568,34 @@ def eval_command(
     )
     if not chats:
         raise AutorecapError("no chats to measure: check --sets and --corpus")
-    results = evaluate_chats(
-        chats,
-        budgets=budget_list,
-        progress=lambda text: err.print(f"[dim]{escape(text)}[/]"),
-        recall=recall,
+    engine = make_backend(
+        Settings(),
+        backend=backend.value,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
     )
-    table = Table(title="memory against the latest messages (offline engine)")
+    _warn_if_no_key(engine)
+    try:
+        if isinstance(engine, OpenAICompatBackend):
+            # One small call first: a server that is down or refuses the key says so at once,
+            # before hundreds of recaps fail one by one.
+            engine.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
+        results = evaluate_chats(
+            chats,
+            budgets=budget_list,
+            backend=engine,
+            progress=lambda text: err.print(f"[dim]{escape(text)}[/]"),
+            recall=recall,
+        )
+    finally:
+        engine.close()
+    who = (
+        f"recaps by the LLM at {engine.base_url}"
+        if isinstance(engine, OpenAICompatBackend)
+        else "offline engine"
+    )
+    table = Table(title=f"memory against the latest messages ({who})")
     for column in ("style", "set", "chats", "messages", "breaks found", "extra"):
         table.add_column(column, justify="left" if column in ("style", "set") else "right")
     for budget in budget_list:
@@ -593,6 +628,28 @@ def eval_command(
             *(_recall_cells(row, budget_list, planted_at) if recall else ()),
         )
     out.print(table)
+    _print_eval_usage(engine, sum(r.chat_tokens for r in results))
+
+
+def _print_eval_usage(engine: RecapBackend, chat_tokens: int) -> None:
+    """What an LLM was asked for the figures; exit 1 when some of it got no answer (those
+    recaps are missing from what was measured)."""
+    usage = engine.usage
+    if not usage.calls:
+        return
+    out.print(
+        f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
+        f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of the chats' "
+        f"{chat_tokens:,}), {usage.completion_tokens:,} completion token(s)",
+        soft_wrap=True,
+    )
+    if usage.failed_calls:
+        err.print(
+            f"error: {usage.failed_calls} LLM call(s) got no answer: the recaps they were for "
+            "are missing from these figures (`autorecap recap` on one chat shows the errors)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 def _recall_cells(row: StyleRow, budgets: list[int], planted_at: int) -> list[str]:
