@@ -3,7 +3,9 @@
 Each chat is recapped from scratch with the given settings (message recaps, scene detection,
 scene recaps), then folded into a running recap once per budget
 (`running_scene_recap_max_tokens`). The running recap is what memory injects; it is compared
-with the latest messages that fit the same budget.
+with the latest messages that fit the same budget. With the recall tier, the planted facts are
+also counted apart among those whose message has left the prompt: a fact the prompt still shows
+needs no memory to be there.
 """
 
 from __future__ import annotations
@@ -254,13 +256,7 @@ def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) ->
                 questions,
                 {b: _pooled(members, lambda r: r.memory_recall, b) for b in budgets},
                 {b: _pooled(members, lambda r: r.baseline_recall, b) for b in budgets},
-                {
-                    b: (
-                        sum(r.memory_planted[b][0] for r in members),
-                        sum(r.memory_planted[b][1] for r in members),
-                    )
-                    for b in budgets
-                },
+                _summed(members, lambda r: r.memory_planted, budgets),
                 {
                     b: _pooled(members, lambda r: r.recall_recall, b)
                     for b in budgets
