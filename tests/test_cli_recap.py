@@ -31,7 +31,13 @@ from autorecap.settings import Settings
 from autorecap.stfiles.jsonl import read_chat, write_chat
 from tests.recap.conftest import Recorded, Scripted
 from tests.test_cli import run
-from tests.test_pipeline import PROXY_VARIABLES, AnsweringServer, answer_everything, kind_of
+from tests.test_pipeline import (
+    PROXY_VARIABLES,
+    AnsweringServer,
+    answer_everything,
+    completion,
+    kind_of,
+)
 
 N_SAMPLE = 199
 
@@ -570,6 +576,30 @@ def test_eval_through_an_llm(
     assert int(spent.group(2).replace(",", "")) > 0
     row = next(line for line in out.splitlines() if "sessions" in line)
     assert "2/2 (100%)" in row
+
+
+def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: AnsweringServer,
+) -> None:
+    """A server that answers, but with the prompt's own scaffolding: every message recap is
+    refused and kept as an error, and the figures say they are made without them."""
+    monkeypatch.setattr(cli_app.out, "_width", 250)
+    server.fallback = lambda request: completion("Later messages:\n(none)")
+    _three_days(tmp_path)
+    code, out, err = run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
+        *("--backend", "openai", "--base-url", server.url),
+    )
+    assert code == 0, err  # every call was answered: the figures are what this LLM gives
+    failed = re.search(r"warning: (\d+) recap\(s\) failed and were kept as errors", words(err))
+    assert failed is not None
+    assert int(failed.group(1)) == 36 + 2  # the 36 messages, and the two closed scenes
+    assert "memory against" in out
 
 
 def test_eval_through_an_llm_that_is_down_says_so_at_once(

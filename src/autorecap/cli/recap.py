@@ -628,15 +628,24 @@ def eval_command(
             *(_recall_cells(row, budget_list, planted_at) if recall else ()),
         )
     out.print(table)
-    _print_eval_usage(engine, sum(r.chat_tokens for r in results))
+    _print_eval_usage(
+        engine, sum(r.chat_tokens for r in results), sum(r.failed_recaps for r in results)
+    )
 
 
-def _print_eval_usage(engine: RecapBackend, chat_tokens: int) -> None:
-    """What an LLM was asked for the figures; exit 1 when some of it got no answer (those
-    recaps are missing from what was measured)."""
+def _print_eval_usage(engine: RecapBackend, chat_tokens: int, failed_recaps: int) -> None:
+    """What an LLM was asked for the figures, and how many recaps it did not give (refused
+    answers are kept as errors: the figures miss them); exit 1 when some calls got no answer
+    at all."""
     usage = engine.usage
     if not usage.calls:
         return
+    if failed_recaps:
+        err.print(
+            f"warning: {failed_recaps} recap(s) failed and were kept as errors (answers that "
+            "were no recap, or no answer): these figures are what the memory holds without them",
+            soft_wrap=True,
+        )
     out.print(
         f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
         f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of the chats' "

@@ -63,6 +63,9 @@ class ChatResult:
     """budget -> `recall_planted` of the planted facts whose message has left the prompt (the
     memory covers it): a fact in the messages still shown is in the prompt without memory."""
     chat_tokens: int = 0
+    failed_recaps: int = 0
+    """Message and scene recaps the backend could not make (an LLM's refused answers): what
+    the figures miss."""
 
 
 @dataclass
@@ -120,11 +123,13 @@ def evaluate_chat(
     counter = counter or get_counter(settings.tokenizer)
     backend = backend or OfflineBackend(counter)
     chat = fresh_copy(corpus.chat)
-    recap_all(chat, backend, settings, counter)
+    made = recap_all(chat, backend, settings, counter)
     detect_scene_breaks(chat, backend, settings)
-    recap_scenes(chat, backend, settings, counter)
+    failures: list[str] = []
+    recap_scenes(chat, backend, settings, counter, failures=failures)
     found = [index + 1 for index in break_indexes(chat.messages)]
     result = ChatResult(corpus, match_breaks(corpus.scene_starts, found))
+    result.failed_recaps = made.failed + len(failures)
     result.chat_tokens = sum(counter.count(m.text) for m in chat.messages)
     for budget in budgets:
         memory = _running_recap(chat, backend, settings, counter, budget)
