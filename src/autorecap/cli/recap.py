@@ -540,7 +540,8 @@ def eval_command(
         Backend,
         typer.Option(
             help="Who writes the recaps: offline (default) or openai (any compatible server: "
-            "every chat is recapped through it, once per budget for the running recap)."
+            "every chat is recapped through it, and the running recap folded once per budget, "
+            "twice with the recall tier)."
         ),
     ] = Backend.offline,
     base_url: Annotated[str | None, typer.Option(help="The LLM server's base URL (…/v1).")] = None,
@@ -568,19 +569,16 @@ def eval_command(
     )
     if not chats:
         raise AutorecapError("no chats to measure: check --sets and --corpus")
-    engine = make_backend(
-        Settings(),
-        backend=backend.value,
-        base_url=base_url,
-        model=model,
-        api_key_env=api_key_env,
-    )
+    llm = {"base_url": base_url, "model": model, "api_key_env": api_key_env}
+    if backend is Backend.offline and any(value is not None for value in llm.values()):
+        raise AutorecapError(
+            "--base-url, --model and --api-key-env are for the LLM's recaps: add --backend openai"
+        )
+    engine = make_backend(Settings(), backend=backend.value, **llm)
     _warn_if_no_key(engine)
     try:
         if isinstance(engine, OpenAICompatBackend):
-            # One small call first: a server that is down or refuses the key says so at once,
-            # before hundreds of recaps fail one by one.
-            engine.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
+            _check_llm(llm)
         results = evaluate_chats(
             chats,
             budgets=budget_list,
@@ -633,29 +631,42 @@ def eval_command(
     )
 
 
+def _check_llm(llm: dict[str, str | None]) -> None:
+    """One small call, not retried, before any recap: a server that is down or refuses the
+    key says so at once, before hundreds of recaps fail one by one (and the call is not
+    counted among those the figures cost)."""
+    from autorecap.settings import Settings
+
+    probe = make_backend(Settings(), backend="openai", retries=0, timeout_s=30.0, **llm)
+    try:
+        assert isinstance(probe, OpenAICompatBackend)
+        probe.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
+    finally:
+        probe.close()
+
+
 def _print_eval_usage(engine: RecapBackend, chat_tokens: int, failed_recaps: int) -> None:
-    """What an LLM was asked for the figures, and how many recaps it did not give (refused
-    answers are kept as errors: the figures miss them); exit 1 when some calls got no answer
-    at all."""
+    """What an LLM was asked for the figures, and how many recaps it did not give (answers
+    refused as no recap, or calls never answered): exit 1 then, as `recap` does, since the
+    figures miss those recaps."""
     usage = engine.usage
-    if not usage.calls:
-        return
-    if failed_recaps:
-        err.print(
-            f"warning: {failed_recaps} recap(s) failed and were kept as errors (answers that "
-            "were no recap, or no answer): these figures are what the memory holds without them",
+    if usage.calls:
+        retried = (
+            f"; {usage.failed_calls} attempt(s) got no answer and were retried or given up"
+            if usage.failed_calls
+            else ""
+        )
+        out.print(
+            f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
+            f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of the chats' "
+            f"{chat_tokens:,}), {usage.completion_tokens:,} completion token(s){retried}",
             soft_wrap=True,
         )
-    out.print(
-        f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
-        f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of the chats' "
-        f"{chat_tokens:,}), {usage.completion_tokens:,} completion token(s)",
-        soft_wrap=True,
-    )
-    if usage.failed_calls:
+    if failed_recaps:
         err.print(
-            f"error: {usage.failed_calls} LLM call(s) got no answer: the recaps they were for "
-            "are missing from these figures (`autorecap recap` on one chat shows the errors)",
+            f"error: {failed_recaps} recap(s) failed and were kept as errors (answers that were "
+            "no recap, or no answer): these figures are what the memory holds without them "
+            "(`autorecap recap` on one chat shows why)",
             soft_wrap=True,
         )
         raise typer.Exit(1)

@@ -84,6 +84,7 @@ class StyleRow:
     recall_recall: dict[int, float] = field(default_factory=dict)
     recall_planted: dict[int, tuple[int, int]] = field(default_factory=dict)
     recall_planted_hidden: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """`ChatResult.recall_planted_hidden`, summed."""
 
 
 def copy_chat(chat: Chat) -> Chat:
@@ -129,10 +130,10 @@ def evaluate_chat(
     recap_scenes(chat, backend, settings, counter, failures=failures)
     found = [index + 1 for index in break_indexes(chat.messages)]
     result = ChatResult(corpus, match_breaks(corpus.scene_starts, found))
-    result.failed_recaps = made.failed + len(failures)
     result.chat_tokens = sum(counter.count(m.text) for m in chat.messages)
     for budget in budgets:
-        memory = _running_recap(chat, backend, settings, counter, budget)
+        folded = _folded(chat, backend, settings, counter, budget, failures)
+        memory = _content(folded)
         if recall:
             _measure_recall(result, chat, backend, settings, counter, budget)
         baseline = latest_messages(chat.messages, budget, counter)
@@ -141,13 +142,20 @@ def evaluate_chat(
         result.baseline_recall[budget] = answer_recall(corpus.questions, baseline)
         result.memory_planted[budget] = planted_found(corpus.questions, memory)
         result.baseline_planted[budget] = planted_found(corpus.questions, baseline)
+    result.failed_recaps += made.failed + len(failures)
     return result
 
 
-def _running_recap(
-    chat: Chat, backend: RecapBackend, settings: Settings, counter: TokenCounter, cap: int
-) -> str:
-    """The running recap of `chat` (recapped, scenes closed) with this cap."""
+def _folded(
+    chat: Chat,
+    backend: RecapBackend,
+    settings: Settings,
+    counter: TokenCounter,
+    cap: int,
+    failures: list[str],
+) -> Chat:
+    """A copy of `chat` (recapped, scenes closed) with its running recap at this cap; what
+    could not be folded goes to `failures`."""
     folded = copy_chat(chat)
     update_running_recap(
         folded,
@@ -155,8 +163,13 @@ def _running_recap(
         settings.model_copy(update={"running_scene_recap_max_tokens": cap}),
         counter,
         now_ms=0,
+        failures=failures,
     )
-    version = running.current(folded)
+    return folded
+
+
+def _content(chat: Chat) -> str:
+    version = running.current(chat)
     return str(version.get("content", "")) if version else ""
 
 
@@ -171,16 +184,10 @@ def _measure_recall(
     """Each question asked as the newest message: the running recap at the rest of the budget
     and what the question recalls among the messages it covers (hidden, as auto-hide would)."""
     share = round(budget * RECALL_SHARE)
-    folded = copy_chat(chat)
-    update_running_recap(
-        folded,
-        backend,
-        settings.model_copy(update={"running_scene_recap_max_tokens": budget - share}),
-        counter,
-        now_ms=0,
-    )
-    version = running.current(folded)
-    memory = str(version.get("content", "")) if version else ""
+    failures: list[str] = []
+    folded = _folded(chat, backend, settings, counter, budget - share, failures)
+    result.failed_recaps += len(failures)
+    memory = _content(folded)
     covered = running.covered_upto(folded)
     for message in folded.messages[: covered + 1]:
         message["is_system"] = True
@@ -200,7 +207,7 @@ def _measure_recall(
     planted = [(q, text) for q, text in scored if q.planted]
     result.recall_planted[budget] = _found(planted)
     result.recall_planted_hidden[budget] = _found(
-        [(q, text) for q, text in planted if _said_upto(folded, q.answer) <= covered]
+        [(q, text) for q, text in planted if 0 <= _said_upto(folded, q.answer) <= covered]
     )
 
 
@@ -210,7 +217,8 @@ def _found(pairs: Sequence[tuple[Question, str]]) -> tuple[int, int]:
 
 
 def _said_upto(chat: Chat, answer: str) -> int:
-    """The last message that says `answer` (-1: none does)."""
+    """The last message that says `answer` (-1: none does, and a fact no message says is
+    counted among none that left the prompt)."""
     lowered = answer.lower()
     said = [i for i, m in enumerate(chat.messages) if lowered in m.text.lower()]
     return said[-1] if said else -1
@@ -239,7 +247,8 @@ def evaluate_chats(
 
 
 def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) -> list[StyleRow]:
-    """Pool the results per (style, source): breaks summed, recall weighted by questions."""
+    """Pool the results per (style, source): breaks summed, recall weighted by questions (a
+    budget that some chat of the row was not measured at is left out of it)."""
     groups: dict[tuple[str, str], list[ChatResult]] = {}
     for result in results:
         groups.setdefault((result.corpus.style, result.corpus.source), []).append(result)
@@ -259,8 +268,16 @@ def by_style(results: Sequence[ChatResult], budgets: Sequence[int] = BUDGETS) ->
                     sum(r.breaks.extra for r in members),
                 ),
                 questions,
-                {b: _pooled(members, lambda r: r.memory_recall, b) for b in budgets},
-                {b: _pooled(members, lambda r: r.baseline_recall, b) for b in budgets},
+                {
+                    b: _pooled(members, lambda r: r.memory_recall, b)
+                    for b in budgets
+                    if all(b in r.memory_recall for r in members)
+                },
+                {
+                    b: _pooled(members, lambda r: r.baseline_recall, b)
+                    for b in budgets
+                    if all(b in r.baseline_recall for r in members)
+                },
                 _summed(members, lambda r: r.memory_planted, budgets),
                 {
                     b: _pooled(members, lambda r: r.recall_recall, b)

@@ -21,6 +21,14 @@ from functools import lru_cache
 
 from autorecap.core.tokens import TokenCounter
 from autorecap.core.words import STOPWORDS
+from autorecap.recap.offline.numbers import (
+    NUMBER_VALUE,
+    SPELLED_SHARE,
+    dated_years,
+    exact_numbers,
+    number_value,
+    spelled_number,
+)
 from autorecap.recap.offline.text import (
     SHORTEST_CLAUSE,
     WORD,
@@ -53,78 +61,6 @@ MIN_WORTH = 0.2
 `COMMON_SHARE`: a rare word alone, a password, stays worth keeping)."""
 _DIGIT = re.compile(r"\d")
 _POSSESSIVE = re.compile(r"['’]s$")
-NUMBER_VALUE = 9.0
-"""What a number is worth (a code, a price, a date, a count: what memory is asked for)."""
-_DIGITS = re.compile(r"\d")
-_CLOCK = re.compile(r"^\d{1,2}[:.]\d{2}$")
-_MONTH_NAME = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_DATED_YEAR = re.compile(
-    r"(?:"
-    rf"\b{_MONTH_NAME}\.?,?\s+(?:\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
-    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_NAME}\.?,?\s+"
-    r"|\b(?:in|since|until|till|by|before|after|around|circa)\s+(?:the\s+year\s+)?"
-    r"|\b(?:spring|summer|autumn|fall|winter)\s+(?:of\s+)?"
-    r")((?:1[5-9]|20)\d\d)\b",
-    re.IGNORECASE,
-)
-"""A year where a date says it ("2 February 2024", "March 3, 1998", "in 1966", "Spring
-1906"): one number like any other, though it has four digits (a PIN of 1987 stays a code)."""
-_CODE = re.compile(r"^(?=.*\d)(?=.*[a-z-]).{4,}$|^\d{4,}$")
-
-
-SPELLED_SHARE = 0.5
-"""What a lone number in words ("four silver", "a hundred crowns") is worth, as a share of one
-in digits: prose spells out its prices and counts as often as it writes them in digits, but
-also counts steps and glances. An exact one ("twenty-three", "three hundred and nineteen") is
-worth as much as in digits (`_exact_numbers`). Measured with `autorecap eval`, against every
-number in words at this share: planted facts with recall at 2,000 tokens 201 -> 203 of 220 on
-the dev chats (answer words of the running recap alone 81.8 -> 81.4%), held out 228 -> 229 of
-258 (78.2 -> 78.4%); at 1,000 tokens, 190 -> 193 and 216 -> 217, answer words 1 and 0.5 points
-fewer."""
-_SPELLED = frozenset(
-    """
-    two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
-    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety
-    hundred thousand million billion dozen
-    """.split()
-)
-
-
-_TENS = frozenset("twenty thirty forty fifty sixty seventy eighty ninety".split())
-
-
-def spelled_number(word: str) -> bool:
-    """Whether a lower-case word is a number in words ("four", "twenty-three", "forty-one");
-    not "one" alone, which is mostly a pronoun."""
-    parts = word.split("-")
-    if len(parts) == 2 and parts[0] in _TENS and parts[1] == "one":
-        return True
-    return bool(word) and all(part in _SPELLED for part in parts)
-
-
-CODE_FACTOR = 2.0
-"""How much more a code is worth than a plain number of as many digits."""
-
-
-def number_value(word: str) -> float:
-    """What a word with digits is worth: a code, an address or a long number ("14-02-27",
-    "c-2209", "60312") is asked for later more than a clock time, which narration is full
-    of."""
-    if _CLOCK.match(word):
-        return NUMBER_VALUE * 0.5
-    # A long code must be kept whole to be any use, and costs tokens in proportion to its
-    # digits: it is worth as much more.
-    digits = max(1.0, len(_DIGITS.findall(word)) / 3)
-    if _CODE.match(word):
-        # A code tells nothing else, and is asked for word for word: it must outweigh the
-        # clause around it ("number 7-SABLE-22 if anybody asks, and anybody who...").
-        return NUMBER_VALUE * CODE_FACTOR * digits
-    return NUMBER_VALUE * digits
-
-
 NAME_BONUS = 2.5
 """Added to a capitalised word inside a sentence (a name, a place)."""
 COMMON_SHARE = 0.4
@@ -474,8 +410,8 @@ def _word_values(text: str) -> dict[str, float]:
         for w in WORD.findall(m.group(1))
     }
     raw_words = [_POSSESSIVE.sub("", raw.lower()).strip("'’-") for raw in WORD.findall(text)]
-    years = {match.group(1) for match in _DATED_YEAR.finditer(text)}
-    exact = _exact_numbers(raw_words)
+    years = dated_years(text)
+    exact = exact_numbers(text)
     values: dict[str, float] = {}
     for word in raw_words:
         value = rarity(word)
@@ -495,20 +431,3 @@ def _word_values(text: str) -> dict[str, float]:
             value += TOLD_VALUE
         values[word] = max(values.get(word, 0.0), value)
     return values
-
-
-def _exact_numbers(words: Sequence[str]) -> set[str]:
-    """The words of an exact number in words, worth what it is in digits: a compound
-    ("thirty-seven", "two-four-seven") or a run ("three hundred and nineteen"). A lone small
-    number ("two glances") is more often a count of nothing to remember."""
-    exact = {w for w in words if "-" in w and spelled_number(w)}
-    run: list[str] = []
-    for word in [*words, ""]:
-        if spelled_number(word) or (word == "and" and run):
-            run.append(word)
-            continue
-        numbers = [w for w in run if w != "and"]
-        if len(numbers) >= 2:
-            exact.update(numbers)
-        run = []
-    return exact
