@@ -580,6 +580,27 @@ def test_eval_through_an_llm(
     assert "2/2 (100%)" in row
 
 
+def test_eval_through_the_llm_the_settings_name(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: AnsweringServer,
+) -> None:
+    """Without --base-url, the LLM is the one `autorecap settings` set up, as for `recap`."""
+    monkeypatch.setattr(cli_app.out, "_width", 250)
+    assert run(capsys, "settings", "set", "llm_base_url", server.url)[0] == 0
+    _three_days(tmp_path)
+    code, out, err = run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
+        *("--backend", "openai"),
+    )
+    assert code == 0, err
+    assert f"recaps by the LLM at {server.url}" in out
+    assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
+
+
 def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,

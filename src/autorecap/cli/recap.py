@@ -37,6 +37,7 @@ from autorecap.cli._app import (
     err,
     out,
     print_failures,
+    profiles_at,
 )
 from autorecap.core import combined, running
 from autorecap.core.data import cleared_recap, get_data, get_memory, update_data
@@ -553,7 +554,8 @@ def eval_command(
     """Memory quality per style of chat: scene breaks found (within 2 messages) and extra, and
     the share of the answers to questions about each chat's past that the running recap holds
     at each budget, against keeping the latest messages that fit the same budget. Default
-    settings; the recaps by the offline engine, or by your LLM with --backend openai."""
+    settings; the recaps by the offline engine, or with --backend openai by the LLM your
+    settings name (llm_base_url, llm_model, its prompts), or the options say."""
     from autorecap.evaluation import by_style, evaluate_chats
     from autorecap.evaluation.corpus import gather
     from autorecap.settings import Settings
@@ -574,11 +576,14 @@ def eval_command(
         raise AutorecapError(
             "--base-url, --model and --api-key-env are for the LLM's recaps: add --backend openai"
         )
-    engine = make_backend(Settings(), backend=backend.value, **llm)
+    # The LLM as you set it up (`autorecap settings`: its URL, model, key, prompts), the
+    # options above it; the memory's own settings stay at their defaults, as in the README.
+    yours = profiles_at(None).settings_for() if backend is Backend.openai else Settings()
+    engine = make_backend(yours, backend=backend.value, **llm)
     _warn_if_no_key(engine)
     try:
         if isinstance(engine, OpenAICompatBackend):
-            _check_llm(llm)
+            _check_llm(yours, llm)
         results = evaluate_chats(
             chats,
             budgets=budget_list,
@@ -631,13 +636,11 @@ def eval_command(
     )
 
 
-def _check_llm(llm: dict[str, str | None]) -> None:
+def _check_llm(settings: Settings, llm: dict[str, str | None]) -> None:
     """One small call, not retried, before any recap: a server that is down or refuses the
     key says so at once, before hundreds of recaps fail one by one (and the call is not
     counted among those the figures cost)."""
-    from autorecap.settings import Settings
-
-    probe = make_backend(Settings(), backend="openai", retries=0, timeout_s=30.0, **llm)
+    probe = make_backend(settings, backend="openai", retries=0, timeout_s=30.0, **llm)
     try:
         assert isinstance(probe, OpenAICompatBackend)
         probe.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
