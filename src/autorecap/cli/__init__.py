@@ -5,12 +5,23 @@ from __future__ import annotations
 from rich.markup import escape
 
 from autorecap.autosave import install_signal_handlers
-from autorecap.cli import files, jobs, memory, recap, serve, settings, store
+from autorecap.cli import evaluate, files, jobs, memory, recap, serve, settings, store
 from autorecap.cli._app import app, close_command_stores, err, out
 from autorecap.errors import AutorecapError
 from autorecap.paths import HOME_ENV, autorecap_home
 
-__all__ = ["app", "files", "jobs", "main", "memory", "recap", "serve", "settings", "store"]
+__all__ = [
+    "app",
+    "evaluate",
+    "files",
+    "jobs",
+    "main",
+    "memory",
+    "recap",
+    "serve",
+    "settings",
+    "store",
+]
 
 
 @app.command()

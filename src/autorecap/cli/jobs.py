@@ -13,6 +13,7 @@ from rich.table import Table
 
 from autorecap.autosave import install_signal_handlers
 from autorecap.cli._app import DbOption, app, command_store, err, out, print_failures
+from autorecap.cli.llm import ApiKeyEnvOption, BackendOption, BaseUrlOption, ModelOption
 from autorecap.jobs.queue import STATES, JobQueue
 from autorecap.jobs.runner import Worker
 from autorecap.profiles import Profiles, profiles_of
@@ -149,10 +150,10 @@ def worker(
     concurrency: Annotated[
         int | None, typer.Option(help="Jobs at once (default: llm_concurrency).", min=1)
     ] = None,
-    backend: Annotated[str | None, typer.Option(help="offline or openai.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="The LLM server's base URL.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
-    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key.")] = None,
+    backend: BackendOption = None,
+    base_url: BaseUrlOption = None,
+    model: ModelOption = None,
+    api_key_env: ApiKeyEnvOption = None,
     lease: Annotated[
         float,
         typer.Option(
@@ -183,7 +184,11 @@ def worker(
 
     def backend_for(settings: Settings) -> RecapBackend:
         return make_backend(
-            settings, backend=backend, base_url=base_url, model=model, api_key_env=api_key_env
+            settings,
+            backend=backend.value if backend else None,
+            base_url=base_url,
+            model=model,
+            api_key_env=api_key_env,
         )
 
     runner = Worker(

@@ -1,0 +1,45 @@
+"""The options that name an LLM (`recap`, `eval`, `worker`), and the warning a remote one
+gets when its key is missing."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import typer
+
+from autorecap.cli._app import LOOPBACK, err
+from autorecap.recap.backend import RecapBackend
+from autorecap.recap.openai_compat import OpenAICompatBackend
+
+
+class Backend(StrEnum):
+    offline = "offline"
+    openai = "openai"
+
+
+BackendOption = Annotated[
+    Backend | None, typer.Option(help="offline (default) or openai (any compatible server).")
+]
+BaseUrlOption = Annotated[str | None, typer.Option(help="The LLM server's base URL (…/v1).")]
+ModelOption = Annotated[str | None, typer.Option(help="Model name to ask for.")]
+ApiKeyEnvOption = Annotated[
+    str | None, typer.Option(help="Environment variable holding the API key.")
+]
+
+
+def warn_if_no_key(engine: RecapBackend) -> None:
+    """A remote LLM server asked without a key answers 401 for every call: say so first."""
+    if not isinstance(engine, OpenAICompatBackend) or not engine.api_key_env:
+        return
+    host = urlsplit(engine.base_url).hostname or ""
+    if host in LOOPBACK or os.environ.get(engine.api_key_env):
+        return
+    err.print(
+        f"warning: ${engine.api_key_env} is not set: {engine.base_url} gets no API key "
+        "(set it, or name another variable with --api-key-env)",
+        soft_wrap=True,
+        markup=False,
+    )
