@@ -38,6 +38,20 @@ from itertools import pairwise
 
 from autorecap.core.dates import as_utc
 from autorecap.pacing import pause
+from autorecap.recap.offline.openings import (
+    CATCH_UP,
+    CLOSING,
+    DATELINE,
+    DATELINE_REACH,
+    GREETING,
+    NEWS_OPENER,
+    OUT_OF_CHARACTER,
+    SEPARATOR,
+    SKIP_REQUEST,
+    TIME_JUMP,
+    TIME_POINT,
+    WAKING,
+)
 
 THRESHOLD = 2.5
 """The score a message needs to open a scene."""
@@ -86,121 +100,6 @@ def main_cast(turns: Sequence[Turn]) -> int:
 _MARKUP = re.compile(r"[*_~`\"“”„«»]+")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[a-zà-öø-ÿ][a-zà-öø-ÿ'’-]*")
-_NUMBER_WORD = (
-    r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|several|some|many"
-    r"|a\s+few|a\s+couple(?:\s+of)?|\d+)"
-)
-_TIME_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?|shifts?|moons?|seasons?)"
-_DAYPART = r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day)"
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_TIME_JUMP = re.compile(
-    r"^\W*(?:"
-    rf"(?:by\s+|on\s+|early\s+|late\s+)?the\s+(?:next|following)\s+(?:{_DAYPART}|week|month|year)"
-    rf"|the\s+(?:{_DAYPART}|day|week|month)\s+after"
-    r"|(?:\w+[,\s]+){0,6}later\b"
-    rf"|(?:after|over)\s+{_NUMBER_WORD}\s+{_TIME_UNIT}"
-    rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:pass|go\s+by|went\s+by|have\s+passed|on|after)"
-    r"|(?:some|much)\s+time\s+(?:later|passes|has\s+passed)"
-    rf"|later\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
-    r"|(?:meanwhile|elsewhere|afterwards?|eventually|in\s+the\s+meantime)\b"
-    r"|by\s+the\s+time\b|when\s+(?:morning|evening|night|dawn|the\s+sun)\s+(?:comes|came|breaks)"
-    r"|(?:on\s+)?the\s+(?:\w+-)?\w+(?:st|nd|rd|th)\s+of\s+\w+"
-    r")",
-    re.IGNORECASE,
-)
-"""A phrase that moves the story in time: enough on its own to open a scene."""
-_TIME_POINT = re.compile(
-    r"^\W*(?:"
-    rf"(?:early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
-    rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
-    rf"|(?:at|by|around|before|after|come|toward|towards|near)\s+(?:{_DAYPART}|sunrise|sunset"
-    r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
-    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
-    rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
-    r")",
-    re.IGNORECASE,
-)
-"""A phrase that names a time ("That night", "Saturday morning,"): a cue, weaker alone."""
-_MONTH = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
-)
-_PLAIN_MONTH = r"(?:january|february|april|june|july|august|september|october|november|december)"
-"""Months that are no other English word ("may", "march") and few names ("April" is one)."""
-_ORDINAL = (
-    r"(?:\d{1,2}(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth"
-    r"|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth"
-    r"|nineteenth|twentieth|thirtieth|(?:twenty|thirty)-?(?:first|second|third|fourth|fifth"
-    r"|sixth|seventh|eighth|ninth))"
-)
-_DATELINE = re.compile(
-    r"(?:"
-    r"\b\d{1,2}(?::\d\d)?\s*[ap]\.?m\b\.?|^\W*\d{1,2}:\d\d\b"
-    rf"|\b(?:the\s+)?{_ORDINAL}\s+of\s+{_MONTH}\b"
-    rf"|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b{_PLAIN_MONTH}\s+{_ORDINAL}\b"
-    rf"|\b{_WEEKDAY}[,\s]+(?:the\s+)?{_ORDINAL}\b"
-    r"|^\W*(?:christmas|new\s+year'?s|halloween|thanksgiving|easter|midsummer)"
-    r"(?:\s+(?:eve|day|morning|night|sunday))?\s*[,.:;—-]"
-    rf"|^\W*{_PLAIN_MONTH}\s+(?:comes|came|arrives|arrived|brings|brought|ends|ended)\b"
-    r")",
-    re.IGNORECASE,
-)
-"""A dateline opening narration ("Station 6, 4:50 a.m.", "Thursday the sixteenth,", "Christmas
-Eve."): a new scene's time, set the way a story sets it."""
-DATELINE_REACH = 60
-"""How far into a message a dateline is looked for (a time said later is part of the action)."""
-_WAKING = re.compile(
-    r"\b(?:wake\s+up|woke\s+(?:up|me)|(?:are|r)\s+(?:you|u)\s+(?:up|awake)|still\s+awake"
-    r"|did\s+(?:you|u)\s+sleep|rise\s+and\s+shine|sorry\s+to\s+wake|good\s+morning)\b",
-    re.IGNORECASE,
-)
-"""Someone waking or being woken: a new day, or a night cut short."""
-_SEPARATOR = re.compile(
-    r"^\s*(?:(?:[-*_=~#•·⁂][ \t]*){3,}(?:\n|$)|⁂"
-    r"|[\[(<]?\s*(?:time\s*-?\s*skip|scene(?:\s+\d+)?\s*[:\]]|location\s*:|chapter\s+\w+"
-    r"|part\s+\w+\s*[:\]]|day\s+\d+\s*[:\]—-]|end\s+of\s+(?:scene|chapter|day)|new\s+scene)"
-    r")",
-    re.IGNORECASE,
-)
-_OUT_OF_CHARACTER = re.compile(r"\booc\b|\(\(|\[\[|//", re.IGNORECASE)
-_SKIP_REQUEST = re.compile(
-    r"\b(?:skip|time\s*-?\s*skip|fast\s*-?\s*forward|jump\s+(?:ahead|forward|to)"
-    r"|(?:next|new)\s+scene|move\s+on|cut\s+to|later\s+that|the\s+next\s+(?:day|morning))",
-    re.IGNORECASE,
-)
-_GREETING = re.compile(
-    r"^\W*(?:hey+|hi+|hello+|heya|hiya|howdy|yo+|hallo|hola|greetings|morning|evening"
-    r"|good\s+(?:morning|afternoon|evening|day))\b",
-    re.IGNORECASE,
-)
-_CATCH_UP = re.compile(
-    r"\b(?:long\s+time\s+no\s+(?:see|talk|chat)|(?:it'?s|it\s+has|has\s+been|it'?s\s+been|been)"
-    r"\s+(?:a\s+(?:while|minute|bit)|ages|forever|too\s+long|so\s+long)"
-    r"|since\s+(?:we\s+)?(?:last\s+)?(?:talked|spoke|chatted|caught\s+up)"
-    r"|last\s+time\s+we\s+(?:talked|spoke|chatted)|how\s+(?:have|'ve)\s+you\s+been"
-    r"|catch\s+(?:you\s+)?up|what'?s\s+new|how(?:'s|\s+is|\s+was)\s+(?:your|the)\s+(?:week|weekend"
-    r"|trip|day|month))",
-    re.IGNORECASE,
-)
-_CLOSING = re.compile(
-    r"(?:\b(?:bye+|goodbye|good\s*night|g'?night|nighty?\s*night|night\b|see\s+(?:you|ya|u)"
-    r"|talk\s+(?:to\s+(?:you|u)\s+)?(?:soon|later|tomorrow|tmrw)|ttyl|take\s+care|gotta\s+(?:go|run)"
-    r"|have\s+(?:a\s+)?(?:good|great|nice|lovely|wonderful|fun)\b|have\s+fun|enjoy\s+(?:the|your)"
-    r"|catch\s+you\s+later|cya|sleep\s+well|sweet\s+dreams|until\s+next\s+time|speak\s+soon"
-    r"|love\s+(?:you|u|ya)|xx+|good\s+luck|get\s+home\s+safe|safe\s+travels|rest\s+(?:up|well|that)"
-    r"|(?:kiss|hug|pat)\s+\w+\s+for\s+me|go\s+(?:to\s+bed|sleep|to\s+class|plan|study|eat|rest)"
-    r"|i'?ll\s+let\s+you\s+go|off\s+to\s+(?:bed|work|class|sleep)|going\s+to\s+(?:sleep|bed)"
-    r"|proud\s+of\s+you|laters|cheers)\b|[🫶❤️💕😘👋]\s*$)",
-    re.IGNORECASE,
-)
-_NEWS_OPENER = re.compile(
-    r"^\W*(?:ok(?:ay)?\s+(?:so|you|i|we|cabin|quick)\b|so\.|so\s+i\b|omg|oh\s+my\s+god|guess\s+(?:what|who)"
-    r"|you(?:'ll|\s+will|\s+won'?t)\s+(?:never\s+)?(?:believe|guess)|news|update|big\s+news"
-    r"|quick\s+question|question\b|are\s+(?:you|u)\s+(?:awake|there|around|free|up|busy|home)"
-    r"|r\s+u\s+(?:awake|there|up|free)|(?:do\s+you|have\s+you\s+got|got)\s+a\s+(?:minute|sec|second)"
-    r"|\[\s*(?:photo|picture|image|pic|video|voice)|happy\s+\w+|made\s+it\s+(?:back|home|to)"
-    r"|i\s+did\s+a\s+thing|so\s+(?:update|news)|sorry\s+(?:i|for)\s+(?:went|been|the)\s+(?:quiet|silence|mia))",
-    re.IGNORECASE,
-)
 _ARRIVAL = re.compile(
     r"\b(?:arriv\w*|reach(?:es|ed)?\s+the|enter(?:s|ed)?\s+the|steps?\s+(?:into|inside|out)"
     r"|stepped\s+(?:into|inside|out)|pull(?:s|ed)?\s+(?:into|up\s+(?:to|at|outside))"
@@ -347,20 +246,20 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         # A time phrase in speech ("This morning, I...", quoted or in a chat of speech alone)
         # moves the story less often than one in narration ("*The next morning...*").
         spoken = 0.6 if speech or turn.text.lstrip(" *_")[:1] in '"“«„' else 1.0
-        if _TIME_JUMP.search(opening):
+        if TIME_JUMP.search(opening):
             cues["time"] = 3.0 * spoken
         elif (
-            _TIME_POINT.search(opening)
-            or _WAKING.search(opening[:100])
-            or (not speech and _narrated(turn.text) and _DATELINE.search(opening[:DATELINE_REACH]))
+            TIME_POINT.search(opening)
+            or WAKING.search(opening[:100])
+            or (not speech and _narrated(turn.text) and DATELINE.search(opening[:DATELINE_REACH]))
         ):
             cues["time"] = 2.0 * spoken
-        if _SEPARATOR.search(turn.text):
+        if SEPARATOR.search(turn.text):
             cues["separator"] = 3.5
-        if before.hidden and _OUT_OF_CHARACTER.search(before.text):
-            if _SKIP_REQUEST.search(before.text):
+        if before.hidden and OUT_OF_CHARACTER.search(before.text):
+            if SKIP_REQUEST.search(before.text):
                 cues["skip"] = 3.0
-        elif _OUT_OF_CHARACTER.search(turn.text[:80]) and _SKIP_REQUEST.search(turn.text[:200]):
+        elif OUT_OF_CHARACTER.search(turn.text[:80]) and SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
         if turn.narrator and not before.narrator:
             cues["narrator"] = 1.0
@@ -513,13 +412,13 @@ def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -
     blurted out, after a goodbye."""
     cues: dict[str, float] = {}
     answered = before.speaker != turn.speaker or not turn.speaker
-    if _GREETING.search(opening) and not (_GREETING.search(opening_before) and answered):
+    if GREETING.search(opening) and not (GREETING.search(opening_before) and answered):
         cues["greeting"] = 1.8
-    if _CATCH_UP.search(opening[:160]) and not _CATCH_UP.search(opening_before[:160]):
+    if CATCH_UP.search(opening[:160]) and not CATCH_UP.search(opening_before[:160]):
         cues["catch-up"] = 2.6
-    if _NEWS_OPENER.search(opening):
+    if NEWS_OPENER.search(opening):
         cues["news"] = 1.0
-    if _CLOSING.search(before.text[-80:].lower()):
+    if CLOSING.search(before.text[-80:].lower()):
         cues["closing"] = 1.4
     return cues
 
