@@ -536,9 +536,11 @@ def test_eval_measures_a_folder_of_chats_with_truth(
     assert "2/2 (100%)" in row
 
 
-def _three_days(folder: Path) -> None:
-    """A tiny sessions chat (three days, one question) whose lines are too long to be their
-    own recaps: an LLM is asked for each."""
+def _eval_three_days(
+    capsys: pytest.CaptureFixture[str], folder: Path, *options: str
+) -> tuple[int, str, str]:
+    """`eval` with `options` on a tiny sessions chat written in `folder` (three days, one
+    question) whose lines are too long to be their own recaps: an LLM is asked for each."""
     lines = ["# title: tiny", "# style: sessions", "# user: Ann", "# char: Bo", "# dates: iso"]
     for day in range(1, 4):
         lines.append(f"=== 2024-03-0{day} 10:00")
@@ -549,6 +551,12 @@ def _three_days(folder: Path) -> None:
         ]
     lines += ["--- questions", "Q: What did they mend?", "A: the nets"]
     (folder / "tiny.chat.txt").write_text("\n".join(lines), encoding="utf-8")
+    return run(
+        capsys,
+        "eval",
+        *("--sets", "", "--corpus", str(folder), "--budgets", "500", "--no-proxy"),
+        *options,
+    )
 
 
 def test_eval_through_an_llm(
@@ -558,12 +566,8 @@ def test_eval_through_an_llm(
     server: AnsweringServer,
 ) -> None:
     monkeypatch.setattr(cli_app.out, "_width", 250)
-    _three_days(tmp_path)
-    code, out, err = run(
-        capsys,
-        "eval",
-        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
-        *("--backend", "openai", "--base-url", server.url),
+    code, out, err = _eval_three_days(
+        capsys, tmp_path, "--backend", "openai", "--base-url", server.url
     )
     assert code == 0, err
     assert f"recaps by the LLM at {server.url}" in out
@@ -589,13 +593,7 @@ def test_eval_through_the_llm_the_settings_name(
     """Without --base-url, the LLM is the one `autorecap settings` set up, as for `recap`."""
     monkeypatch.setattr(cli_app.out, "_width", 250)
     assert run(capsys, "settings", "set", "llm_base_url", server.url)[0] == 0
-    _three_days(tmp_path)
-    code, out, err = run(
-        capsys,
-        "eval",
-        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
-        *("--backend", "openai"),
-    )
+    code, out, err = _eval_three_days(capsys, tmp_path, "--backend", "openai")
     assert code == 0, err
     assert f"recaps by the LLM at {server.url}" in out
     assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
@@ -611,12 +609,8 @@ def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(
     refused and kept as an error, and the figures say they are made without them."""
     monkeypatch.setattr(cli_app.out, "_width", 250)
     server.fallback = lambda request: completion("Later messages:\n(none)")
-    _three_days(tmp_path)
-    code, out, err = run(
-        capsys,
-        "eval",
-        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
-        *("--backend", "openai", "--base-url", server.url),
+    code, out, err = _eval_three_days(
+        capsys, tmp_path, "--backend", "openai", "--base-url", server.url
     )
     assert code == 1  # as `recap` does: the figures miss what failed
     failed = re.search(r"error: (\d+) recap\(s\) failed and were kept as errors", words(err))
@@ -628,12 +622,8 @@ def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(
 def test_eval_through_an_llm_that_is_down_says_so_at_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, dead_url: str
 ) -> None:
-    _three_days(tmp_path)
-    code, out, err = run(
-        capsys,
-        "eval",
-        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
-        *("--backend", "openai", "--base-url", dead_url),
+    code, out, err = _eval_three_days(
+        capsys, tmp_path, "--backend", "openai", "--base-url", dead_url
     )
     assert code == 1
     assert "Traceback" not in err
@@ -645,13 +635,7 @@ def test_eval_through_an_llm_that_is_down_says_so_at_once(
 def test_eval_llm_options_need_the_openai_backend(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _three_days(tmp_path)
-    code, out, err = run(
-        capsys,
-        "eval",
-        *("--sets", "", "--corpus", str(tmp_path), "--budgets", "500", "--no-proxy"),
-        *("--base-url", "http://127.0.0.1:8080/v1"),
-    )
+    code, out, err = _eval_three_days(capsys, tmp_path, "--base-url", "http://127.0.0.1:8080/v1")
     assert code == 1
     expected = "--base-url, --model and --api-key-env are for the LLM's recaps: add --backend"
     assert expected in words(err)

@@ -11,7 +11,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from autorecap.cli._app import app, err, out, profiles_at
-from autorecap.cli.llm import ApiKeyEnvOption, Backend, BaseUrlOption, ModelOption, warn_if_no_key
+from autorecap.cli.llm import (
+    ApiKeyEnvOption,
+    Backend,
+    BaseUrlOption,
+    ModelOption,
+    print_usage,
+    warn_if_no_key,
+)
 from autorecap.errors import AutorecapError
 from autorecap.recap.backend import RecapBackend
 from autorecap.recap.backends import make_backend
@@ -165,19 +172,7 @@ def _print_eval_usage(engine: RecapBackend, chat_tokens: int, failed_recaps: int
     """What an LLM was asked for the figures, and how many recaps it did not give (answers
     refused as no recap, or calls never answered): exit 1 then, as `recap` does, since the
     figures miss those recaps."""
-    usage = engine.usage
-    if usage.calls:
-        retried = (
-            f"; {usage.failed_calls} attempt(s) got no answer and were retried or given up"
-            if usage.failed_calls
-            else ""
-        )
-        out.print(
-            f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
-            f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of the chats' "
-            f"{chat_tokens:,}), {usage.completion_tokens:,} completion token(s){retried}",
-            soft_wrap=True,
-        )
+    print_usage(engine, chat_tokens, "the chats'")
     if failed_recaps:
         err.print(
             f"error: {failed_recaps} recap(s) failed and were kept as errors (answers that were "

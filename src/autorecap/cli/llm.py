@@ -1,5 +1,5 @@
-"""The options that name an LLM (`recap`, `eval`, `worker`), and the warning a remote one
-gets when its key is missing."""
+"""The options that name an LLM (`recap`, `eval`, `worker`), the warning a remote one gets
+when its key is missing, and the line that says what it was asked for."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import typer
 
-from autorecap.cli._app import LOOPBACK, err
+from autorecap.cli._app import LOOPBACK, err, out
 from autorecap.recap.backend import RecapBackend
 from autorecap.recap.openai_compat import OpenAICompatBackend
 
@@ -42,4 +42,25 @@ def warn_if_no_key(engine: RecapBackend) -> None:
         "(set it, or name another variable with --api-key-env)",
         soft_wrap=True,
         markup=False,
+    )
+
+
+def print_usage(engine: RecapBackend, chat_tokens: int, whose: str = "the chat's") -> None:
+    """One line of what the LLM was asked for (nothing for a backend that made no call):
+    calls, prompt tokens (also per token of the chat or chats, `whose`), completion tokens,
+    and the calls that got no answer."""
+    usage = engine.usage
+    if not usage.calls:
+        return
+    failed = (
+        f"; {usage.failed_calls} call(s) got no answer, about "
+        f"{usage.failed_prompt_tokens:,} prompt token(s) sent to them"
+        if usage.failed_calls
+        else ""
+    )
+    out.print(
+        f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
+        f"({usage.prompt_tokens / max(chat_tokens, 1):.2f} per token of {whose} "
+        f"{chat_tokens:,}), {usage.completion_tokens:,} completion token(s){failed}",
+        soft_wrap=True,
     )

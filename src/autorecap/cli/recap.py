@@ -40,6 +40,7 @@ from autorecap.cli.llm import (
     BackendOption,
     BaseUrlOption,
     ModelOption,
+    print_usage,
     warn_if_no_key,
 )
 from autorecap.core import combined, running
@@ -183,21 +184,8 @@ def recap(
         f"written to {escape(str(target))}",
         soft_wrap=True,
     )
-    usage = engine.usage
-    if usage.calls:
-        chat_tokens = sum(counter.count(m.text) for m in result.messages) or 1
-        failed = (
-            f"; {usage.failed_calls} call(s) got no answer, about "
-            f"{usage.failed_prompt_tokens:,} prompt token(s) sent to them"
-            if usage.failed_calls
-            else ""
-        )
-        out.print(
-            f"LLM: {usage.calls} call(s), {usage.prompt_tokens:,} prompt token(s) "
-            f"({usage.prompt_tokens / chat_tokens:.2f} per token of the chat's {chat_tokens:,}), "
-            f"{usage.completion_tokens:,} completion token(s){failed}",
-            soft_wrap=True,
-        )
+    if engine.usage.calls:
+        print_usage(engine, sum(counter.count(m.text) for m in result.messages))
     print_failures(stats.failures)
     if stats.failures:
         if current is None and any(f.startswith("scene recap") for f in stats.failures):

@@ -132,8 +132,7 @@ def evaluate_chat(
     result = ChatResult(corpus, match_breaks(corpus.scene_starts, found))
     result.chat_tokens = sum(counter.count(m.text) for m in chat.messages)
     for budget in budgets:
-        folded = _folded(chat, backend, settings, counter, budget, failures)
-        memory = _content(folded)
+        memory = _content(_folded(chat, backend, settings, counter, budget, failures))
         if recall:
             _measure_recall(result, chat, backend, settings, counter, budget)
         baseline = latest_messages(chat.messages, budget, counter)
