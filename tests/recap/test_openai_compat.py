@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autorecap.recap.answers import extract_json, split_reasoning
 from autorecap.recap.backend import (
     CombineRequest,
     ContextMessage,
@@ -24,13 +25,9 @@ from autorecap.recap.backend import (
     SceneRecapRequest,
 )
 from autorecap.recap.backends import make_backend
+from autorecap.recap.chat_client import MAX_BACKOFF_S
 from autorecap.recap.offline.engine import OfflineBackend
-from autorecap.recap.openai_compat import (
-    MAX_BACKOFF_S,
-    OpenAICompatBackend,
-    extract_json,
-    split_reasoning,
-)
+from autorecap.recap.openai_compat import OpenAICompatBackend
 from autorecap.settings import Settings
 
 from .conftest import LLMServer, SleepRecorder
@@ -646,13 +643,13 @@ def test_make_backend_openai_takes_the_settings_values() -> None:
     try:
         assert isinstance(backend, OpenAICompatBackend)
         assert backend.name == "openai"
-        assert backend.base_url == "http://127.0.0.1:9/v1"
-        assert backend.model == "tiny"
-        assert backend.api_key_env == "MY_TEST_KEY"
-        assert backend.temperature == 0.7
+        assert backend.client.base_url == "http://127.0.0.1:9/v1"
+        assert backend.client.model == "tiny"
+        assert backend.client.api_key_env == "MY_TEST_KEY"
+        assert backend.client.temperature == 0.7
         assert backend.max_tokens == 123
-        assert backend.timeout_s == 4.5
-        assert backend.retries == 6
+        assert backend.client.timeout_s == 4.5
+        assert backend.client.retries == 6
         assert backend.message_prompt == "Recap {{message}}"
         assert backend.prefill == "Recap:"
         assert backend.own_recap_tokens == 7
@@ -664,9 +661,9 @@ def test_make_backend_overrides_and_the_backend_argument() -> None:
     backend = make_backend(Settings(), backend="openai", model="other", retries=None)
     try:
         assert isinstance(backend, OpenAICompatBackend)
-        assert backend.model == "other"
-        assert backend.retries == Settings().llm_retries  # None overrides are ignored
-        assert backend.base_url == Settings().llm_base_url
+        assert backend.client.model == "other"
+        assert backend.client.retries == Settings().llm_retries  # None overrides are ignored
+        assert backend.client.base_url == Settings().llm_base_url
     finally:
         backend.close()
     assert isinstance(

@@ -114,7 +114,7 @@ def eval_command(
     finally:
         engine.close()
     who = (
-        f"recaps by the LLM at {engine.base_url}"
+        f"recaps by the LLM at {engine.client.base_url}"
         if isinstance(engine, OpenAICompatBackend)
         else "offline engine"
     )

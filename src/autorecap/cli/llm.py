@@ -32,13 +32,14 @@ ApiKeyEnvOption = Annotated[
 
 def warn_if_no_key(engine: RecapBackend) -> None:
     """A remote LLM server asked without a key answers 401 for every call: say so first."""
-    if not isinstance(engine, OpenAICompatBackend) or not engine.api_key_env:
+    if not isinstance(engine, OpenAICompatBackend) or not engine.client.api_key_env:
         return
-    host = urlsplit(engine.base_url).hostname or ""
-    if host in LOOPBACK or os.environ.get(engine.api_key_env):
+    client = engine.client
+    host = urlsplit(client.base_url).hostname or ""
+    if host in LOOPBACK or os.environ.get(client.api_key_env):
         return
     err.print(
-        f"warning: ${engine.api_key_env} is not set: {engine.base_url} gets no API key "
+        f"warning: ${client.api_key_env} is not set: {client.base_url} gets no API key "
         "(set it, or name another variable with --api-key-env)",
         soft_wrap=True,
         markup=False,

@@ -6,8 +6,8 @@
 - `running_recap`: tier 4, the scenes folded into the versioned running recap;
 - `pipeline`: the four in order;
 - `backend`: the interface every backend implements (`RecapBackend`), with the offline engine
-  (`offline/`) and any OpenAI-compatible LLM (`openai_compat`); `backends.make_backend` picks
-  one from the settings.
+  (`offline/`) and any OpenAI-compatible LLM (`openai_compat`, its calls through
+  `chat_client`); `backends.make_backend` picks one from the settings.
 
 May import `autorecap.core`, `settings`, `errors` and `pacing`; never the session, the jobs,
 the store, the server or the CLI (they call this package, not the other way round).
