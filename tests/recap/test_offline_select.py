@@ -410,6 +410,26 @@ def test_a_stage_direction_is_no_piece_of_a_recap() -> None:
     assert not any("snort" in p.lower() or "dryly" in p.lower() for p in said)
 
 
+def test_a_short_echo_of_the_message_before_is_no_piece_of_a_scene() -> None:
+    """ "Eleven." said back to "The water is eleven coppers a skin." tells nothing new; kept,
+    it costs two tokens and takes the number's worth, so the sentence that says what is eleven
+    was left out of the scene recap. An echo is no piece; the same word said with news is."""
+    rows = [
+        ("Salwa", "The water is eleven coppers a skin. What is left is dear.", False),
+        ("Rafiq", "Eleven. *I stare at her.* Eleven coppers for a skin of water!", False),
+        ("Salwa", "Eleven. And the feed is extra, two pots a camel.", False),
+    ]
+    said = [(p.speaker, p.text) for p in _pieces(rows, frozenset(), None, None)]
+    assert ("Salwa", "The water is eleven coppers a skin.") in said
+    assert ("Rafiq", "Eleven.") not in said
+    assert ("Rafiq", "Eleven coppers for a skin of water!") in said  # longer: it is kept
+    assert any("feed is extra" in text for _, text in said)
+    # The first words of a scene echo nothing, however short.
+    assert [p.text for p in _pieces([("Rafiq", "Eleven.", False)], frozenset(), None, None)] == [
+        "Eleven."
+    ]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     lines=st.lists(

@@ -208,9 +208,11 @@ def _pieces(
 ) -> list[Piece]:
     """The sentences of `(speaker, text, narrator)` rows worth considering, cleaned."""
     pieces: list[Piece] = []
+    before: frozenset[str] = frozenset()  # the words of the message before
     for speaker, text, narrator in rows:
         if len(pieces) % 64 == 0:
             pause()
+        said_before, before = before, content_words(text)
         spoken_to = other
         if others is not None and speaker in others:
             spoken_to = others[1] if speaker == others[0] else others[0]
@@ -232,6 +234,8 @@ def _pieces(
             words = content_words(cleaned)
             if not words or is_filler(words) or only_when(cleaned):
                 continue
+            if len(cleaned.split()) <= ECHO_WORDS and words <= said_before:
+                continue  # an echo of what was just said ("Eleven." after "eleven coppers")
             cleaned = resolve(cleaned, day)
             label = "" if narrator or speaker.lower() in _GENERIC else speaker
             said = about(cleaned, spoken_to) if label else cleaned
@@ -244,6 +248,10 @@ def _pieces(
             pieces.append(Piece(len(pieces), label, said, question, joint))
             kept = True
     return pieces
+
+
+ECHO_WORDS = 4
+"""A clause this short whose words the message before all said repeats it, and tells nothing."""
 
 
 _ACTION = re.compile(r"\*([^*\n]{1,600})\*\s+(?=[\"“A-Z])")
