@@ -365,7 +365,9 @@ _KIND_CUES = (
 )
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b",
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"
+    # old money says its number in one word: "fourpence", "tuppence", "ha'penny"
+    r"|\b\w*pence\b|\b(ha'?|half)?penny\b|\bfarthings?\b",
     re.I,
 )
 _DATE = re.compile(
