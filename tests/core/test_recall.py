@@ -430,6 +430,26 @@ def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str
     assert answer_kinds(question) == kinds
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "“Fourpence ha'penny a head,” he said.",
+        "It was tuppence last summer.",
+        "A halfpenny for the boy.",
+        "A farthing more for the box.",
+    ],
+)
+def test_old_money_in_one_word_answers_how_much(said: str) -> None:
+    """ "Fourpence" says its number in one word: a piece that holds it answers "how much" as
+    a piece with "4d" would, and counts `ANSWER_BOOST` times its match."""
+    chat = chat_of(message(f"The ferry over the Wend: {said}", hidden=True))
+    (found,) = recall_pieces(chat, [(0, 2.0)], "What did the ferry cost?", COUNTER)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST)
+    plain = chat_of(message("The ferry over the Wend: he spat over the side.", hidden=True))
+    (unboosted,) = recall_pieces(plain, [(0, 2.0)], "What did the ferry cost?", COUNTER)
+    assert unboosted.score == 2.0
+
+
 def test_the_answer_a_sentence_or_two_after_the_match_is_kept() -> None:
     # The asked words are in one sentence; the name that answers comes two sentences later,
     # and the filler between them holds no name.
