@@ -91,6 +91,33 @@ def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "opening",
+    [
+        "*By the second evening the sea is only a memory. ",
+        "On the second day in the dunes the wind dies completely. ",
+        "*Two days out of Tel Ruzza the sand gives way to salt. ",
+        "*Three nights into the erg, the days have blurred together. ",
+        "Past midnight, a camel screams. ",
+        "*By midmorning we have led the caravan into the hollow. ",
+    ],
+)
+def test_the_time_a_journey_has_taken_opens_a_scene(opening: str) -> None:
+    """A story on the road says how far on it is ("the second evening", "three nights into
+    the erg") instead of how much later: with no dates (the proxy's view), that is the cue."""
+    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
+    assert "time" in score_scene_starts(turns)[0].cues
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Two days from now we ride for the coast. ", "*The second day of a feast is the worst. "],
+)
+def test_a_plan_or_a_remark_about_a_day_is_no_time_jump(message: str) -> None:
+    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(message + FILLER)]
+    assert "time" not in score_scene_starts(turns)[0].cues
+
+
+@pytest.mark.parametrize(
     "message",
     [
         "*April was still laughing when she handed him the second apple.* " + FILLER,

@@ -15,7 +15,11 @@ _NUMBER_WORD = (
     r"|a\s+few|a\s+couple(?:\s+of)?|\d+)"
 )
 _TIME_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|months?|years?|shifts?|moons?|seasons?)"
-_DAYPART = r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day)"
+_DAYPART = (
+    r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day|mid-?morning"
+    r"|mid-?afternoon|sundown|twilight)"
+)
+_NTH = r"(?:second|third|fourth|fifth|sixth|seventh|last|final|\d{1,2}(?:st|nd|rd|th))"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 TIME_JUMP = re.compile(
     r"^\W*(?:"
@@ -23,6 +27,8 @@ TIME_JUMP = re.compile(
     rf"|the\s+(?:{_DAYPART}|day|week|month)\s+after"
     r"|(?:\w+[,\s]+){0,6}later\b"
     rf"|(?:after|over)\s+{_NUMBER_WORD}\s+{_TIME_UNIT}"
+    rf"|(?:by|on|in|during)\s+the\s+{_NTH}\s+(?:{_DAYPART}|day|week|month|year|watch)\b"
+    rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:out\s+(?:of|from)|into|on\s+the\s+road)"
     rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:pass|go\s+by|went\s+by|have\s+passed|on|after)"
     r"|(?:some|much)\s+time\s+(?:later|passes|has\s+passed)"
     rf"|later\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
@@ -37,7 +43,7 @@ TIME_POINT = re.compile(
     r"^\W*(?:"
     rf"(?:early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
     rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
-    rf"|(?:at|by|around|before|after|come|toward|towards|near)\s+(?:{_DAYPART}|sunrise|sunset"
+    rf"|(?:at|by|around|before|after|come|toward|towards|near|past)\s+(?:{_DAYPART}|sunrise|sunset"
     r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
     rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
     rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
