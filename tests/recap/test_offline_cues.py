@@ -109,8 +109,27 @@ def test_the_time_a_journey_has_taken_opens_a_scene(opening: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "opening",
+    [
+        "*Monday morning on Tallow Street. ",
+        "Ten minutes to midnight. I had the tire iron out of the trunk. ",
+        "*A quarter to nine, and the bar is empty. ",
+        "Half past seven and the fog is in. ",
+    ],
+)
+def test_a_day_and_its_part_or_a_time_in_words_is_a_time_cue(opening: str) -> None:
+    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
+    assert "time" in score_scene_starts(turns)[0].cues
+
+
+@pytest.mark.parametrize(
     "message",
-    ["Two days from now we ride for the coast. ", "*The second day of a feast is the worst. "],
+    [
+        "Two days from now we ride for the coast. ",
+        "*The second day of a feast is the worst. ",
+        "Two to Carrowmere. How much? ",
+        "Sunday I think we should go. ",
+    ],
 )
 def test_a_plan_or_a_remark_about_a_day_is_no_time_jump(message: str) -> None:
     turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(message + FILLER)]

@@ -45,7 +45,9 @@ TIME_POINT = re.compile(
     rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
     rf"|(?:at|by|around|before|after|come|toward|towards|near|past)\s+(?:{_DAYPART}|sunrise|sunset"
     r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
-    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
+    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}\s*[,.:—-]|{_WEEKDAY}\s+{_DAYPART}\b"
+    rf"|(?:{_NUMBER_WORD}|half|(?:a\s+)?quarter)\s+(?:minutes?\s+)?(?:to|past)\s+"
+    rf"(?:{_DAYPART}|{_NUMBER_WORD}|the\s+hour)\b"
     rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
     r")",
     re.IGNORECASE,
