@@ -219,17 +219,6 @@ def test_a_recalled_question_brings_the_start_of_its_answer() -> None:
     assert "→" not in plain.text
 
 
-def test_the_word_that_opens_a_quotation_is_no_name() -> None:
-    """ "Bigger would ground," opens with a capital because it opens what is said: the answer to
-    "what was it called" starts at the sentence that names the boat, not at that one."""
-    chat = chat_of(
-        message("Is that the mail ketch? I thought it would be bigger.", user=True, hidden=True),
-        message('"Bigger would ground. That one is the Marguerite Bell, forty ton."', hidden=True),
-    )
-    (found,) = recall_pieces(chat, [(0, 1.0)], "What was the mail ketch called?", COUNTER)
-    assert found.text.endswith('→ That one is the Marguerite Bell, forty ton."')
-
-
 def test_the_answer_to_a_recalled_question_is_what_is_said_not_the_gesture() -> None:
     chat = chat_of(
         message("What's the password for the smugglers' cellar?", user=True, hidden=True),

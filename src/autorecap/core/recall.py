@@ -376,7 +376,7 @@ _DATE = re.compile(
     r"evening|night|week|month|year|spring|summer|autumn|winter)\b",
     re.I,
 )
-_CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)(?<![\"“‘])\b[A-Z][\w'’-]+")
+_CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
 
 
 def answer_kinds(query: str) -> frozenset[str]:
