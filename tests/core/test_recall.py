@@ -445,9 +445,10 @@ def test_old_money_in_one_word_answers_how_much(said: str) -> None:
     chat = chat_of(message(f"The ferry over the Wend: {said}", hidden=True))
     (found,) = recall_pieces(chat, [(0, 2.0)], "What did the ferry cost?", COUNTER)
     assert found.score == pytest.approx(2.0 * ANSWER_BOOST)
-    plain = chat_of(message("The ferry over the Wend: he spat over the side.", hidden=True))
-    (unboosted,) = recall_pieces(plain, [(0, 2.0)], "What did the ferry cost?", COUNTER)
-    assert unboosted.score == 2.0
+    for other in ("he spat over the side.", "Penny and Spence spat over the side."):
+        plain = chat_of(message(f"The ferry over the Wend: {other}", hidden=True))
+        (unboosted,) = recall_pieces(plain, [(0, 2.0)], "What did the ferry cost?", COUNTER)
+        assert unboosted.score == 2.0  # names are no money
 
 
 def test_the_answer_a_sentence_or_two_after_the_match_is_kept() -> None:

@@ -129,6 +129,13 @@ def test_a_day_and_its_part_or_a_time_in_words_is_a_time_cue(opening: str) -> No
         "*The second day of a feast is the worst. ",
         "Two to Carrowmere. How much? ",
         "Sunday I think we should go. ",
+        "Sunday night I think we should go. ",
+        "Friday night works for me. ",
+        "Two to a bunk, the crew sleeps in shifts. ",
+        "Three to seven, five is ideal. ",
+        "Past the end of the pier, the water turns black. ",
+        "In the last year I've lost two brothers. ",
+        "On the last day of school, you told me. ",
     ],
 )
 def test_a_plan_or_a_remark_about_a_day_is_no_time_jump(message: str) -> None:

@@ -424,6 +424,16 @@ def test_a_short_echo_of_the_message_before_is_no_piece_of_a_scene() -> None:
     assert ("Rafiq", "Eleven.") not in said
     assert ("Rafiq", "Eleven coppers for a skin of water!") in said  # longer: it is kept
     assert any("feed is extra" in text for _, text in said)
+    # An answer to a question, or a denial, is no echo.
+    asked = [
+        ("Ansel", "Red wire or blue wire?", False),
+        ("Ysolde", "The blue wire.", False),
+        ("Ansel", "The key is under the mat.", False),
+        ("Ysolde", "Not under the mat.", False),
+    ]
+    kept = [p.text for p in _pieces(asked, frozenset(), None, None)]
+    assert "The blue wire." in kept
+    assert "Not under the mat." in kept
     # The first words of a scene echo nothing, however short.
     assert [p.text for p in _pieces([("Rafiq", "Eleven.", False)], frozenset(), None, None)] == [
         "Eleven."

@@ -366,8 +366,9 @@ _KIND_CUES = (
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"
-    # old money says its number in one word: "fourpence", "tuppence", "ha'penny"
-    r"|\b\w*pence\b|\b(ha'?|half)?penny\b|\bfarthings?\b",
+    # old money says its number in one word ("fourpence", "tuppence", "ha'penny"), in lower
+    # case: "Penny" and "Spence" are names
+    r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
     re.I,
 )
 _DATE = re.compile(

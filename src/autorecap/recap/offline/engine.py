@@ -212,7 +212,9 @@ def _pieces(
     for speaker, text, narrator in rows:
         if len(pieces) % 64 == 0:
             pause()
-        said_before, before = before, content_words(text)
+        # What a message that asks nothing said: an answer to a question ("Red or blue?" /
+        # "The blue wire.") is no echo of it.
+        said_before, before = before, frozenset() if "?" in text else content_words(text)
         spoken_to = other
         if others is not None and speaker in others:
             spoken_to = others[1] if speaker == others[0] else others[0]
@@ -234,7 +236,11 @@ def _pieces(
             words = content_words(cleaned)
             if not words or is_filler(words) or only_when(cleaned):
                 continue
-            if len(cleaned.split()) <= ECHO_WORDS and words <= said_before:
+            if (
+                len(cleaned.split()) <= ECHO_WORDS
+                and words <= said_before
+                and not _NEGATION.search(cleaned)
+            ):
                 continue  # an echo of what was just said ("Eleven." after "eleven coppers")
             cleaned = resolve(cleaned, day)
             label = "" if narrator or speaker.lower() in _GENERIC else speaker
@@ -251,7 +257,9 @@ def _pieces(
 
 
 ECHO_WORDS = 4
-"""A clause this short whose words the message before all said repeats it, and tells nothing."""
+"""A clause this short whose words the message before all said repeats it, and tells nothing
+(unless the message before asked, or the clause denies it: "Not under the mat.")."""
+_NEGATION = re.compile(r"\b(?:not|no|never|nor|none|nothing)\b|n[’']t\b", re.I)
 
 
 _ACTION = re.compile(r"\*([^*\n]{1,600})\*\s+(?=[\"“A-Z])")

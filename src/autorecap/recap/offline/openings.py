@@ -19,7 +19,9 @@ _DAYPART = (
     r"(?:morning|afternoon|evening|night|dawn|dusk|noon|midday|midnight|day|mid-?morning"
     r"|mid-?afternoon|sundown|twilight)"
 )
-_NTH = r"(?:second|third|fourth|fifth|sixth|seventh|last|final|\d{1,2}(?:st|nd|rd|th))"
+_NTH = r"(?:second|third|fourth|fifth|sixth|seventh|\d{1,2}(?:st|nd|rd|th))"
+"""How far on a journey is ("the second evening"); not "the last", which looks back as often."""
+_HOUR = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2})"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 TIME_JUMP = re.compile(
     r"^\W*(?:"
@@ -27,8 +29,7 @@ TIME_JUMP = re.compile(
     rf"|the\s+(?:{_DAYPART}|day|week|month)\s+after"
     r"|(?:\w+[,\s]+){0,6}later\b"
     rf"|(?:after|over)\s+{_NUMBER_WORD}\s+{_TIME_UNIT}"
-    rf"|(?:by|on|in|during)\s+the\s+{_NTH}\s+(?:{_DAYPART}|day|week|month|year|watch)\b"
-    rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:out\s+(?:of|from)|into|on\s+the\s+road)"
+    rf"|(?:by|on)\s+the\s+{_NTH}\s+(?:{_DAYPART}|week|month|year|watch)\b"
     rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:pass|go\s+by|went\s+by|have\s+passed|on|after)"
     r"|(?:some|much)\s+time\s+(?:later|passes|has\s+passed)"
     rf"|later\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
@@ -43,11 +44,15 @@ TIME_POINT = re.compile(
     r"^\W*(?:"
     rf"(?:early|late)\s+(?:that|this|in\s+the)\s+(?:{_DAYPART}|week)"
     rf"|(?:that|this)\s+(?:same\s+)?{_DAYPART}\b"
-    rf"|(?:at|by|around|before|after|come|toward|towards|near|past)\s+(?:{_DAYPART}|sunrise|sunset"
+    rf"|(?:at|by|around|before|after|come|toward|towards|near)\s+(?:{_DAYPART}|sunrise|sunset"
     r"|first\s+light|nightfall|daybreak|dark|the\s+(?:end|start)\s+of)"
-    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}\s*[,.:—-]|{_WEEKDAY}\s+{_DAYPART}\b"
-    rf"|(?:{_NUMBER_WORD}|half|(?:a\s+)?quarter)\s+(?:minutes?\s+)?(?:to|past)\s+"
-    rf"(?:{_DAYPART}|{_NUMBER_WORD}|the\s+hour)\b"
+    r"|past\s+(?:midnight|noon|midday|dawn|dusk|nightfall|sundown|sunset|dark)\b"
+    rf"|(?:next|on|that)\s+{_WEEKDAY}|{_WEEKDAY}(?:\s+{_DAYPART})?\s*[,.:—-]"
+    rf"|{_WEEKDAY}\s+{_DAYPART}\s+(?:on|at|in|by)\s"
+    rf"|(?:half|(?:a\s+)?quarter|(?:{_HOUR}|twenty|twenty-five)\s+minutes?)\s+(?:to|past)\s+"
+    rf"(?:{_HOUR}|midnight|noon|the\s+hour)\b"
+    # a journey's time so far ("Three nights into the erg"): in speech, as often a remark
+    rf"|{_NUMBER_WORD}\s+{_TIME_UNIT}\s+(?:out\s+(?:of|from)|into|on\s+the\s+road)"
     rf"|(?:\d{{1,2}}(?::\d\d)?\s*(?:a\.?m\.?|p\.?m\.?)|\d{{1,2}}:\d\d)\s*[,.—-]"
     r")",
     re.IGNORECASE,
