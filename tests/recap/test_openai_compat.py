@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,6 +85,27 @@ def test_a_normal_answer_becomes_the_recap(llm_server: LLMServer, make_client: M
     assert "Harrow Vane: Forty crowns, not a copper less." in prompt
     assert "between Tomas and Captain Mira" in prompt
     assert "{{" not in prompt
+
+
+def test_an_httpx_client_passed_in_stays_open_and_one_made_is_closed(
+    llm_server: LLMServer, make_client: MakeClient
+) -> None:
+    """The caller who passes its own httpx client (a pool shared with other work) closes it;
+    the backend closes only the one it made. What the calls cost is counted once, on the
+    backend, whichever object sent them."""
+    llm_server.reply("Mira bought the chart.").reply("Mira bought the chart.")
+    with httpx.Client(timeout=5.0) as shared:
+        backend = make_client(http=shared)
+        backend.message_recap(REQUEST)
+        backend.close()
+        assert not shared.is_closed
+        assert backend.usage is backend.client.usage
+        assert (backend.usage.calls, backend.calls) == (1, 1)
+    own = make_client()
+    own.message_recap(REQUEST)
+    own.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        own.message_recap(REQUEST)
 
 
 def test_model_is_left_out_when_empty_and_max_tokens_is_capped(

@@ -8,7 +8,7 @@ never put in an error, and any echo of it in an upstream answer or error body is
 `Retry-After`). `<think>` blocks and `reasoning_content` are split off as the reasoning. Every
 call is counted in `usage`, by the server's own count when it gives one.
 
-May import: core and recap (answers, backend).
+May import: core, recap (answers, backend) and httpx.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class ChatClient:
         timeout_s: float = 120.0,
         retries: int = 3,
         headers: dict[str, str] | None = None,
-        client: httpx.Client | None = None,
+        http: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         backoff_s: float = 0.5,
         counter: TokenCounter | None = None,
@@ -71,8 +71,9 @@ class ChatClient:
         self.headers = dict(headers or {})
         self.counter = counter or get_counter()
         self.usage = usage if usage is not None else Usage()
-        self._client = client or httpx.Client(timeout=timeout_s)
-        self._owns_client = client is None
+        self._http = http or httpx.Client(timeout=timeout_s)
+        self._owns_http = http is None
+        """An httpx client passed in is the caller's to close; one made here is closed here."""
         self._sleep = sleep
         self._backoff_s = backoff_s
 
@@ -126,7 +127,7 @@ class ChatClient:
         prompt = usage.get("prompt_tokens") if usage else None
         completion = usage.get("completion_tokens") if usage else None
         if not isinstance(prompt, int):
-            prompt = sum(self.counter.count(str(m.get("content", ""))) + 4 for m in messages)
+            prompt = self._sent_tokens(messages)
         if not isinstance(completion, int):
             choices = data.get("choices")
             answer = ""
@@ -150,7 +151,7 @@ class ChatClient:
             attempt += 1
             self.usage.calls += 1
             try:
-                response = self._client.post(
+                response = self._http.post(
                     url, json=payload, headers=headers, timeout=self.timeout_s
                 )
             except httpx.TimeoutException:
@@ -210,10 +211,11 @@ class ChatClient:
     def _failed(self, payload: dict[str, Any]) -> None:
         """Count a call that got no answer, and what it sent."""
         self.usage.failed_calls += 1
-        messages = payload.get("messages") or []
-        self.usage.failed_prompt_tokens += sum(
-            self.counter.count(str(m.get("content", ""))) + 4 for m in messages
-        )
+        self.usage.failed_prompt_tokens += self._sent_tokens(payload.get("messages") or [])
+
+    def _sent_tokens(self, messages: list[dict[str, str]]) -> int:
+        """What messages sent cost, by our count (each message's few tokens of framing too)."""
+        return sum(self.counter.count(str(m.get("content", ""))) + 4 for m in messages)
 
     def _status_error(self, response: httpx.Response, key: str) -> LLMError:
         status = response.status_code
@@ -237,8 +239,8 @@ class ChatClient:
         )
 
     def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
+        if self._owns_http:
+            self._http.close()
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -2,7 +2,7 @@
 KoboldCpp, OpenRouter, OpenAI): the prompts of each tier, and the checks of what comes back.
 The calls themselves (the key, retries, the cost) are `chat_client.ChatClient`'s.
 
-May import: core, recap (answers, backend, chat_client, offline), settings.
+May import: core, errors, recap (answers, backend, chat_client, offline), settings, httpx.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ scene in six, and 0.06 prompt tokens per chat token)."""
 
 
 class OpenAICompatBackend(RecapBackend):
-    """A chat-completions client for recaps. See the module docstring."""
+    """Recaps asked of an OpenAI-compatible server (`client`). See the module docstring."""
 
     condense_to = 0.5
     """Condensed to half the cap: the next scenes are appended with no call until it is full
@@ -88,7 +88,7 @@ class OpenAICompatBackend(RecapBackend):
         batch_tokens: int = 3000,
         own_recap_tokens: int = 24,
         prefill: str = "",
-        client: httpx.Client | None = None,
+        http: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         backoff_s: float = 0.5,
         counter: TokenCounter | None = None,
@@ -103,7 +103,7 @@ class OpenAICompatBackend(RecapBackend):
             timeout_s=timeout_s,
             retries=retries,
             headers=headers,
-            client=client,
+            http=http,
             sleep=sleep,
             backoff_s=backoff_s,
             counter=counter,
