@@ -422,6 +422,10 @@ def test_401_names_the_api_key_variable(llm_server: LLMServer, make_client: Make
     llm_server.error(401, {"error": {"message": "Incorrect API key provided"}})
     with pytest.raises(LLMError, match=r"check the API key in \$MY_TEST_KEY"):
         make_client(api_key_env="MY_TEST_KEY").message_recap(REQUEST)
+    # The proxy's backend names no variable: the key is the one its client sent.
+    llm_server.error(401, {"error": {"message": "Incorrect API key provided"}})
+    with pytest.raises(LLMError, match=r"check the API key the client sent"):
+        make_client(api_key_env="", key=lambda: "sk-client").message_recap(REQUEST)
 
 
 def test_404_hints_at_the_base_url(llm_server: LLMServer, make_client: MakeClient) -> None:

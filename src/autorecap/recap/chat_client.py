@@ -227,7 +227,11 @@ class ChatClient:
         retryable = status == 429 or status >= 500
         hint = ""
         if status in (401, 403):
-            hint = f": check the API key in ${self.api_key_env}"
+            hint = (
+                f": check the API key in ${self.api_key_env}"
+                if self.api_key_env
+                else ": check the API key the client sent"  # the proxy's client's own key
+            )
         elif status == 404:
             hint = ": check the base URL (it usually ends in /v1) and the model name"
         elif status == 429:
