@@ -68,7 +68,9 @@ class ChatSearch:
         known = running.injection_text(self.chat, "")
         hits = self.hits(asked)
         pieces = recall_pieces(self.chat, hits, asked, counter, known=known, breaks=breaks)
-        return recall_text(pieces, settings.recall_template, settings.recall_max_tokens, counter)
+        return recall_text(
+            pieces, settings.recall_template, settings.recall_max_tokens, counter, asked
+        )
 
     def _index_of(self, message_id: int) -> int | None:
         """The index of the stored message with this id: from a map of the ids, made again

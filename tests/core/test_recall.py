@@ -15,6 +15,7 @@ from autorecap.core.recall import (
     PIECE_TOKENS,
     RECALL_KEY,
     REPEAT_SHARE,
+    SHORTEST_CUT,
     RecallPiece,
     answer_kinds,
     query_forms,
@@ -556,8 +557,31 @@ def test_a_piece_too_long_for_the_budget_makes_way_for_a_shorter_one() -> None:
     assert "sextant" in text
 
 
+def test_with_the_query_a_piece_too_long_for_the_room_left_is_cut_to_fit() -> None:
+    """Two long pieces, room for one and a half: the second is cut to its sentences that
+    match the query best, the answer among them, rather than left out (a third of the budget
+    unused); without the query, or with less room than `SHORTEST_CUT`, it is left out."""
+    filler = [f"The gulls wheeled over mooring number {i} in the grey." for i in range(12)]
+    first = piece(4, " ".join(["The ferry chain creaked at the Marram crossing.", *filler]), 3.0)
+    told = [*filler[:6], "The ferryman Brand charged fourpence a head.", *filler[6:]]
+    second = piece(9, " ".join(told), 2.0)
+    query = "What did Brand charge for the ferry?"
+    budget = COUNTER.count(recall_text([first], DEFAULT_RECALL_TEMPLATE, 999, COUNTER)[0]) + 60
+    text, chosen = recall_text([first, second], DEFAULT_RECALL_TEMPLATE, budget, COUNTER, query)
+    assert [p.index for p in chosen] == [4, 9]
+    assert "fourpence" in chosen[1].text
+    assert COUNTER.count(chosen[1].text) < COUNTER.count(second.text)
+    assert COUNTER.count(text) <= budget
+    _, without = recall_text([first, second], DEFAULT_RECALL_TEMPLATE, budget, COUNTER)
+    assert [p.index for p in without] == [4]
+    tight = budget - 60 + SHORTEST_CUT - 20
+    _, little = recall_text([first, second], DEFAULT_RECALL_TEMPLATE, tight, COUNTER, query)
+    assert [p.index for p in little] == [4]
+
+
+@pytest.mark.parametrize("query", ["", "Where is the astrolabe, and what is the vault code?"])
 @pytest.mark.parametrize("max_tokens", [1, 20, 35, 50, 64, 90, 130, 200, 400])
-def test_the_injection_never_exceeds_max_tokens(max_tokens: int) -> None:
+def test_the_injection_never_exceeds_max_tokens(max_tokens: int, query: str) -> None:
     texts = [
         "Mira hid the brass astrolabe under the galley floorboards.",
         "The code of the vault is 14-02-27.",
@@ -570,7 +594,7 @@ def test_the_injection_never_exceeds_max_tokens(max_tokens: int) -> None:
         RecallPiece(i * 7, "message", text, f"scene {i + 1} · #{i * 7} · 8 May 2023", 9.0 - i)
         for i, text in enumerate(texts)
     ]
-    text, chosen = recall_text(pieces, DEFAULT_RECALL_TEMPLATE, max_tokens, COUNTER)
+    text, chosen = recall_text(pieces, DEFAULT_RECALL_TEMPLATE, max_tokens, COUNTER, query)
     assert COUNTER.count(text) <= max_tokens
     assert bool(text) == bool(chosen)
     assert all(p.text in text for p in chosen)
