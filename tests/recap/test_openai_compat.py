@@ -645,6 +645,18 @@ def test_a_base_url_without_a_scheme_is_refused(url: str) -> None:
         OpenAICompatBackend(base_url=url)
 
 
+def test_a_misspelt_server_option_is_refused_not_ignored() -> None:
+    """The server's options pass through to `ChatClient`: a typo is an error at once."""
+    with pytest.raises(TypeError, match="temprature"):
+        OpenAICompatBackend(base_url="http://127.0.0.1:9/v1", temprature=0.2)
+    backend = OpenAICompatBackend(base_url="http://127.0.0.1:9/v1", max_tokens=123)
+    try:
+        assert (backend.max_tokens, backend.client.max_tokens) == (123, 123)
+        assert backend.usage is backend.client.usage
+    finally:
+        backend.close()
+
+
 def test_make_backend_defaults_to_offline() -> None:
     backend = make_backend(Settings())
     assert isinstance(backend, OfflineBackend)

@@ -2,21 +2,18 @@
 KoboldCpp, OpenRouter, OpenAI): the prompts of each tier, and the checks of what comes back.
 The calls themselves (the key, retries, the cost) are `chat_client.ChatClient`'s.
 
-May import: core, errors, recap (answers, backend, chat_client, offline), settings, httpx.
+May import: core, errors, recap (answers, backend, chat_client, offline), settings.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Sequence
-
-import httpx
+from typing import Any
 
 from autorecap.core.out_of_character import recapped_text
 from autorecap.core.template import render
-from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.recap.answers import (
     BadAnswerError,
@@ -68,15 +65,6 @@ class OpenAICompatBackend(RecapBackend):
     def __init__(
         self,
         *,
-        base_url: str,
-        model: str | Callable[[], str] = "",
-        api_key_env: str = "OPENAI_API_KEY",
-        key: Callable[[], str] | None = None,
-        temperature: float = 0.3,
-        max_tokens: int = 400,
-        timeout_s: float = 120.0,
-        retries: int = 3,
-        headers: dict[str, str] | None = None,
         message_prompt: str | None = None,
         batch_prompt: str | None = None,
         scene_prompt: str | None = None,
@@ -88,29 +76,14 @@ class OpenAICompatBackend(RecapBackend):
         batch_tokens: int = 3000,
         own_recap_tokens: int = 24,
         prefill: str = "",
-        http: httpx.Client | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        backoff_s: float = 0.5,
-        counter: TokenCounter | None = None,
+        **server: Any,
     ) -> None:
-        self.client = ChatClient(
-            base_url=base_url,
-            model=model,
-            api_key_env=api_key_env,
-            key=key,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-            retries=retries,
-            headers=headers,
-            http=http,
-            sleep=sleep,
-            backoff_s=backoff_s,
-            counter=counter,
-            usage=self.usage,
-        )
-        """The server the recaps are asked of."""
-        self.max_tokens = max_tokens
+        """`server`: what `ChatClient` takes (`base_url`, `model`, `api_key_env` or `key`,
+        `temperature`, `max_tokens`, `timeout_s`, `retries`, `headers`, `http`, ...); the
+        rest are the prompts and how answers are asked for."""
+        self.client = ChatClient(**server, usage=self.usage)
+        """The server the recaps are asked of; what its calls cost is this backend's `usage`."""
+        self.max_tokens = self.client.max_tokens
         defaults = Settings()
         self.message_prompt = message_prompt or defaults.message_recap_prompt
         self.batch_prompt = batch_prompt or defaults.message_batch_prompt
