@@ -16,11 +16,11 @@ from autorecap.recap.offline.cues import (
     UNDATED_THRESHOLD,
     Turn,
     pick_scene_starts,
-    place_of,
     score_scene_starts,
     threshold_for,
 )
 from autorecap.recap.offline.engine import OfflineBackend
+from autorecap.recap.offline.places import place_of
 from autorecap.settings import Settings
 from autorecap.testing import generate
 

@@ -15,7 +15,7 @@ from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
 from autorecap.recap.backend import Failure, RecapBackend, SceneMessage, SceneRecapRequest
-from autorecap.recap.offline.cues import place_of
+from autorecap.recap.offline.places import place_of
 from autorecap.recap.running_recap import enforce_cap
 from autorecap.settings import Settings
 
