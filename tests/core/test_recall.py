@@ -8,19 +8,16 @@ from typing import Any
 import pytest
 
 from autorecap import Chat, set_data
+from autorecap.core.asking import MOST_WORDS, answer_kinds, query_forms, query_words
+from autorecap.core.excerpts import PIECE_TOKENS
 from autorecap.core.recall import (
     ANSWER_BOOST,
-    MOST_WORDS,
     NEIGHBOUR_SHARE,
-    PIECE_TOKENS,
     RECALL_KEY,
     REPEAT_SHARE,
     SHORTEST_CUT,
     RecallPiece,
-    answer_kinds,
-    query_forms,
     query_text,
-    query_words,
     recall_pieces,
     recall_text,
     set_recall_slot,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from wordfreq import zipf_frequency
 
-from autorecap.core.recall import query_forms, query_words
+from autorecap.core.asking import query_forms, query_words
 from autorecap.core.words import stems
 
 COLUMN_WEIGHTS = (0.0, 1.0, 1.2, 0.8)

@@ -1,0 +1,134 @@
+"""What a turn asks about, as recall reads it: the words of a query worth searching for
+(`query_words`, and the other forms of its irregular verbs, `query_forms`), the same words as
+the index reads a text (`text_words`, `asked_words`), and the kinds of answer a question wants
+(`answer_kinds`: a number for "how much", a date for "when", a name for "who", a place for
+"where") and whether a sentence holds one (`holds_answer`).
+
+May import: core.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+from autorecap.core.words import STOPWORDS, other_forms, stems
+
+MOST_WORDS = 24
+"""A query keeps at most this many words (a long message asks about a few things at once)."""
+_WORD = re.compile(r"[^\W_]+(?:[-'’.:/][^\W_]+)*")
+_TOKEN = re.compile(r"[^\W_]+")
+_POSSESSIVE = re.compile(r"['’]s$")
+_ASKING = frozenset(
+    """
+    remember recall again tell told know think mean ask asked anyway still wait guess sure
+    right okay ok yeah yes no hey hi hello please thanks thank many much
+    """.split()
+)
+"""Words of asking rather than of what is asked about."""
+_NOT_ASKED = STOPWORDS | _ASKING
+_NAMING_CUE = re.compile(r"\b(called|named)\s*[?!.]*\s*$", re.I)
+"""The word that asks for a name at the end of a question ("what is the hen called?"): not
+what the question is about."""
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a query worth searching for, in order, each once: no stopwords or words
+    of asking; a code such as "14-02-27" stays whole."""
+    found: list[str] = []
+    text = "\n".join(_NAMING_CUE.sub("", line) for line in text.splitlines())
+    for match in _WORD.finditer(text.lower()):
+        word = _POSSESSIVE.sub("", match.group(0).strip("'’.:/-"))  # "Vane's" asks of Vane
+        plain = word.replace("'", "").replace("’", "")
+        if len(word) < 2 and not word.isdigit():
+            continue
+        if plain in STOPWORDS or word in STOPWORDS or word in _ASKING:
+            continue
+        if word not in found:
+            found.append(word)
+    return found[:MOST_WORDS]
+
+
+def query_forms(query: str, words: Sequence[str]) -> list[str]:
+    """The other forms of the irregular verbs among `words` (the words a search keeps of
+    `query`), which a stemmer does not reach: "paid" for "pay". Not of a name ("Drew",
+    "Rose" written with a capital inside the query), nor a stopword or a word of asking."""
+    named = {m.group(0).lower() for m in _CAPITALISED.finditer(query)}
+    found: list[str] = []
+    for word in words:
+        if word in named:
+            continue
+        for form in other_forms(word):
+            if form not in words and form not in found and form not in _NOT_ASKED:
+                found.append(form)
+    return found
+
+
+@lru_cache(maxsize=4096)
+def text_words(text: str) -> frozenset[str]:
+    """A text's words as the index reads them: runs of letters and digits, lower case, accents
+    folded, stemmed ("Kessler's" holds "kessler", "counting" holds "count", "14/02/27" holds
+    "14", "02" and "27"). Cached: the running recap and the same old messages are read again
+    turn after turn."""
+    plain = text.lower()
+    if not plain.isascii():
+        folded = unicodedata.normalize("NFKD", plain)
+        plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return frozenset(stems(set(_TOKEN.findall(plain)) - STOPWORDS))
+
+
+def asked_words(query: str) -> frozenset[str]:
+    """The words of a query, as `text_words` reads a text (the other forms of its irregular verbs
+    too)."""
+    words = query_words(query)
+    return frozenset().union(*(text_words(word) for word in [*words, *query_forms(query, words)]))
+
+
+_KIND_CUES = (
+    (
+        "number",
+        re.compile(
+            r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
+            r"|cost|price|pay|paid|owe|(fares?|fees?|rent|bill|charged?|wages?|salary)\b)",
+            re.I,
+        ),
+    ),
+    ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
+    ("name", re.compile(r"\b(who|whom|whose|which|name[ds]?|called)\b", re.I)),
+    ("place", re.compile(r"\b(where|address|what (street|town|city|village|country))\b", re.I)),
+)
+_NUMBER = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"
+    # old money says its number in one word ("fourpence", "tuppence", "ha'penny"), in lower
+    # case: "Penny" and "Spence" are names
+    r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
+    re.I,
+)
+_DATE = re.compile(
+    r"\d|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
+    r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(yesterday|tomorrow|tonight|morning|"
+    r"evening|night|week|month|year|spring|summer|autumn|winter)\b",
+    re.I,
+)
+_CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
+
+
+def answer_kinds(query: str) -> frozenset[str]:
+    """The kinds of answer a question wants, from its question words: "number", "date",
+    "name", "place" (none for a message that asks nothing)."""
+    return frozenset(kind for kind, cue in _KIND_CUES if cue.search(query))
+
+
+def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether a sentence holds an answer of a wanted kind that the question does not
+    already say: a number, a date, or a name (a capitalised word not at its start)."""
+    if ("number" in wanted and _NUMBER.search(sentence)) or (
+        "date" in wanted and _DATE.search(sentence)
+    ):
+        return True
+    if wanted & {"name", "place"}:
+        return any(not (asked & text_words(m.group(0))) for m in _CAPITALISED.finditer(sentence))
+    return False

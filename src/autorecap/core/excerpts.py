@@ -1,0 +1,174 @@
+"""What of a long message answers the query: its sentences that best match the words asked,
+with those that follow a match when they hold the kind of answer wanted (`excerpt_of`), and the
+start of the next message when the matched part asks the same question (`answer_after`).
+
+May import: core.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from autorecap.core.asking import answer_kinds, holds_answer, text_words
+from autorecap.core.tokens import TokenCounter
+
+PIECE_TOKENS = 120
+"""The longest piece: a long message is cut to its sentences that match the query."""
+ANSWER_TOKENS = 40
+"""The longest answer taken from the message after a recalled question (`answer_after`)."""
+QUESTION_WORDS = 3
+"""The fewest words of a question whose answer is taken along ("Orrin?" asks nothing)."""
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+_MARKUP = re.compile(r"[*_~`]+")
+_ACTION = re.compile(r"\*[^*]*\*")
+"""A gesture between asterisks ("*She leans in and whispers.*")."""
+_LETTER = re.compile(r"[^\W_]")
+
+
+def excerpt_of(
+    text: str,
+    asked: frozenset[str],
+    counter: TokenCounter,
+    wanted: frozenset[str] = frozenset(),
+    limit: int = PIECE_TOKENS,
+) -> str:
+    """The text, or when it is long its sentences that best match the words asked (and what
+    follows each, which often answers it), within `PIECE_TOKENS`, in their order; a sentence
+    too long for that is cut around the first word asked.
+
+    A sentence is worth the words asked that it holds, each by how few of the message's
+    sentences hold it: a word found once points at its sentence, a word every sentence shares
+    (the scene's place, the cast) at none in particular. When the question wants a kind of
+    answer (`answer_kinds`: a number, a name, a date), the two sentences after a match are
+    worth half of it if they hold one, since the answer often comes a sentence or two later
+    ("I had a boat with my brother. [...] She was called the Patience Dray.")."""
+    plain = " ".join(_MARKUP.sub("", text).split())
+    if counter.count(plain) <= limit:
+        return plain
+    sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
+    found = [asked & text_words(sentence) for sentence in sentences]
+    spread = {word: sum(1 for words in found if word in words) for word in asked}
+    answers = [bool(wanted) and holds_answer(s, wanted, asked) for s in sentences]
+    worth: dict[int, float] = {}
+    for i, words in enumerate(found):
+        value = sum(1 / spread[word] for word in words)
+        if not value:
+            continue
+        # a match that also holds the kind of answer asked for beats one that only matches
+        worth[i] = max(worth.get(i, 0.0), value * (1.25 if answers[i] else 1.0))
+        for step in (1, 2):  # what follows a match, worth a little less
+            j = i + step
+            if j < len(sentences) and (answers[j] or (step == 1 and not wanted)):
+                worth[j] = max(worth.get(j, 0.0), value / 2)
+            elif j < len(sentences) and step == 1:
+                worth[j] = max(worth.get(j, 0.0), value / 3)
+    keep: list[int] = []
+    spent = 0
+    for i in sorted(worth, key=lambda i: (-worth[i], i)):
+        cost = counter.count(sentences[i]) + 1
+        if spent + cost <= limit:
+            keep.append(i)
+            spent += cost
+    if not keep:
+        best = max(worth, key=lambda i: (worth[i], -i)) if worth else None
+        return around(sentences[best] if best is not None else plain, asked, counter, limit)
+    out: list[str] = []
+    for i in sorted(keep):
+        if out and i - 1 not in keep:
+            out.append("…")
+        out.append(sentences[i])
+    return " ".join(out)
+
+
+def excerpt_answers(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether a sentence of the excerpt that matches the question holds a wanted answer."""
+    return any(
+        holds_answer(sentence, wanted, asked)
+        for sentence in _SENTENCE.split(excerpt)
+        if asked & text_words(sentence)
+    )
+
+
+def answer_after(
+    excerpt: str,
+    asked: frozenset[str],
+    following: str,
+    counter: TokenCounter,
+    wanted: frozenset[str],
+) -> str:
+    """When the matched part of a message asks a question about what is asked now ("What did
+    Fell owe us?"), the start of the next message, which answers it ("That comes to four
+    silver and six pence"), though it shares no word with the query: from its first sentence
+    that holds the kind of answer wanted, else from its first, as many as fit `ANSWER_TOKENS`;
+    spoken sentences before gestures ("*She leans in.* The password is..."), unless only the
+    gestures hold the kind of answer wanted ("*He names his price: seven marks*"). A question
+    of under `QUESTION_WORDS` words counts when it follows a match and asks for the same kind
+    of answer ("Two to Carrowmere. How much?"). "" otherwise. `following`: the next message's
+    text (the caller leaves out one the prompt still shows)."""
+    said = _SENTENCE.split(excerpt)
+    asks = any(
+        s.rstrip().rstrip("\"”’'").endswith("?")
+        and (
+            (len(s.split()) >= QUESTION_WORDS and asked & text_words(s))
+            # a short question after a match asks the same kind ("... Carrowmere. How much?")
+            or (i > 0 and asked & text_words(said[i - 1]) and wanted & answer_kinds(s))
+        )
+        for i, s in enumerate(said)
+    )
+    if not asks:
+        return ""
+    raw = following
+    spoken = " ".join(_ACTION.sub(" ", raw).split())
+    sentences = _sentences(spoken) if _LETTER.search(spoken) else []
+    if not sentences:
+        sentences = _sentences(raw)  # all gesture: the gesture is the answer
+    elif wanted and _answer_at(sentences, wanted, asked) is None:
+        told = _sentences(raw)
+        if _answer_at(told, wanted, asked) is not None:
+            sentences = told  # the answer is told, not said ("*He names his price*")
+    if not sentences:
+        return ""
+    first = _answer_at(sentences, wanted, asked) or 0
+    taken: list[str] = []
+    for sentence in sentences[first:]:
+        if counter.count(" ".join([*taken, sentence])) > ANSWER_TOKENS:
+            break
+        taken.append(sentence)
+    if taken:
+        return " ".join(taken)
+    return around(sentences[first], frozenset(), counter, ANSWER_TOKENS)  # its start
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE.split(" ".join(_MARKUP.sub("", text).split())) if s.strip()]
+
+
+def _answer_at(
+    sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
+) -> int | None:
+    """Which of the first three sentences first holds a wanted kind of answer, if any."""
+    return next(
+        (i for i, s in enumerate(sentences[:3]) if wanted and holds_answer(s, wanted, asked)),
+        None,
+    )
+
+
+def around(
+    text: str, asked: frozenset[str], counter: TokenCounter, limit: int = PIECE_TOKENS
+) -> str:
+    """The words of `text` around the first one asked about (none: from its start), within
+    `limit` tokens."""
+    words = text.split()
+    at = next((i for i, w in enumerate(words) if asked & text_words(w)), 0)
+    low, high = at, at + 1
+    while True:
+        grown = False
+        for low_next, high_next in ((low - 1, high), (low, high + 1)):
+            if low_next >= 0 and high_next <= len(words):
+                piece = " ".join(words[low_next:high_next])
+                if counter.count(piece) + 2 <= limit:
+                    low, high, grown = low_next, high_next, True
+        if not grown:
+            break
+    return ("…" if low else "") + " ".join(words[low:high]) + ("…" if high < len(words) else "")
