@@ -112,6 +112,26 @@ def test_recaps_saved_by_another_process_are_read_in_and_injected(
     assert running.current(other.load_chat(CHAT))["content"].startswith("The Heron sailed")
 
 
+def test_a_save_whose_notice_was_lost_is_read_in_by_the_recheck(
+    setup: tuple[ProxyChats, ChatStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notice can be lost (PostgreSQL names the chats another process saved; a listening
+    connection that broke, or a notice taken for our own, names none): the look at every open
+    chat's revision that `watch` makes every `RECHECK_S` reads the save in anyway."""
+    registry, other = setup
+    session = registry.session(CHAT)
+    recap_elsewhere(other, 1)
+    pulled(registry)  # whatever the notices said, taken
+    recap_elsewhere(other, 2)
+    monkeypatch.setattr(registry.store, "data_version", lambda: -1)  # no change heard of
+    monkeypatch.setattr(registry.store, "changed_chats", lambda: set())  # nor any chat named
+    registry.outside.pull_changed()
+    assert registry.outside.pull_changed() == 0
+    assert get_memory(session.chat.messages[2]) != "recap 2 made elsewhere"
+    assert registry.outside.pull_changed(every=True) == 1
+    assert get_memory(session.chat.messages[2]) == "recap 2 made elsewhere"
+
+
 def test_a_save_over_a_row_saved_elsewhere_keeps_both_changes(
     setup: tuple[ProxyChats, ChatStore],
 ) -> None:

@@ -7,7 +7,9 @@ command line. Every save is stamped with a store-wide revision (`autorecap.store
   process changed, and reads just their changed rows into the copies in memory, then refreshes
   their memory as the in-process worker would (`Freshness.after_job`). On SQLite that is one
   cheap query; on PostgreSQL it is a number in memory, moved by the notices (`LISTEN/NOTIFY`)
-  other servers and workers send as they save, which also name the chats;
+  other servers and workers send as they save, which also name the chats; and every
+  `RECHECK_S` every open chat's revision is compared with the store's anyway, since a notice
+  can be lost;
 - a save of the server's own that another process got ahead of is refused by the store; the
   server reads the changes in (keeping its own) and saves again (`ChatRegistry._save`).
 
@@ -35,6 +37,11 @@ from autorecap.store.base import ChatStore
 log = logging.getLogger("autorecap.server")
 POLL_S = 0.05
 """How often the server looks for saves of other processes (one cheap query when none)."""
+RECHECK_S = 2.0
+"""How often every open chat's revision is compared with the store's whatever the notices
+said: a notice can be lost (a listening connection that broke, a save whose notice named
+another process), and a chat no request touches would then stay behind for good (a two-server
+soak showed one whose running recap never reached the other server's preview)."""
 CATCH_UP_S = 1.0
 """The longest a refresh of a chat read in waits for a moment with no request answered."""
 
@@ -117,24 +124,25 @@ class Outside:
                 registry.freshness.later(chat_id)
             return True
 
-    def pull_changed(self) -> int:
+    def pull_changed(self, *, every: bool = False) -> int:
         """`pull` every chat in memory that another process saved since it was read, when the
         database changed at all (else nothing is asked of it). Returns how many were read in.
 
         On PostgreSQL the store names the chats that changed (the notices it heard), so only
-        those are looked at; on SQLite every open chat's revision is."""
+        those are looked at; on SQLite every open chat's revision is. `every`: look at every
+        open chat's revision whatever the notices said (`watch` does, every `RECHECK_S`)."""
         registry = self._registry
         version = registry.store.data_version()
-        if version == self._version:
+        if version == self._version and not every:
             return 0
         self._version = version
         changed = registry.store.changed_chats()
         known = registry.synced()
-        if changed is not None:
+        if changed is not None and not every:
             known = {chat_id: rev for chat_id, rev in known.items() if chat_id in changed}
         if not known:
             return 0
-        stored = registry.store.revisions(known if changed is not None else None)
+        stored = registry.store.revisions(known if changed is not None or every else None)
         count = 0
         for chat_id, synced in known.items():
             if synced is not None and stored.get(chat_id) != synced:
@@ -157,10 +165,13 @@ class Outside:
         """Poll until `stop` is set (the server runs this on a thread of its own). The
         refreshes put off are made when no request is being answered, or at the latest after
         `CATCH_UP_S` of constant traffic."""
-        caught_up = time.monotonic()
+        caught_up = rechecked = time.monotonic()
         while not stop.wait(POLL_S):
             try:
-                self.pull_changed()
+                every = time.monotonic() - rechecked >= RECHECK_S
+                if every:
+                    rechecked = time.monotonic()
+                self.pull_changed(every=every)
                 self.settings_changed()
                 if self._registry.idle() or time.monotonic() - caught_up > CATCH_UP_S:
                     self._registry.freshness.catch_up()
