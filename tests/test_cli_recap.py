@@ -559,6 +559,15 @@ def _eval_three_days(
     )
 
 
+def _recapped_by(server: AnsweringServer, code: int, out: str, err: str) -> None:
+    """`eval` ran through this server: it says so, and the messages were recapped by it (the
+    scene recaps and the running recap of a chat this small are the message recaps
+    themselves: no call needed)."""
+    assert code == 0, err
+    assert f"recaps by the LLM at {server.url}" in out
+    assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
+
+
 def test_eval_through_an_llm(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
@@ -569,11 +578,7 @@ def test_eval_through_an_llm(
     code, out, err = _eval_three_days(
         capsys, tmp_path, "--backend", "openai", "--base-url", server.url
     )
-    assert code == 0, err
-    assert f"recaps by the LLM at {server.url}" in out
-    # The messages were recapped by the LLM (the scene recaps and the running recap of a chat
-    # this small are the message recaps themselves: no call needed).
-    assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
+    _recapped_by(server, code, out, err)
     spent = re.search(r"LLM: (\d+) call\(s\), ([\d,]+) prompt token", words(out))
     assert spent is not None
     # every request but the first, the check that the server answers, which costs nothing
@@ -594,9 +599,7 @@ def test_eval_through_the_llm_the_settings_name(
     monkeypatch.setattr(cli_app.out, "_width", 250)
     assert run(capsys, "settings", "set", "llm_base_url", server.url)[0] == 0
     code, out, err = _eval_three_days(capsys, tmp_path, "--backend", "openai")
-    assert code == 0, err
-    assert f"recaps by the LLM at {server.url}" in out
-    assert Counter(kind_of(r) for r in server.requests)["messages"] > 0
+    _recapped_by(server, code, out, err)
 
 
 def test_eval_through_an_llm_whose_answers_are_no_recaps_says_how_many_failed(

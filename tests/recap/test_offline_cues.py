@@ -75,6 +75,12 @@ def test_a_sentence_after_a_gesture_is_no_place() -> None:
 FILLER = "The bay is dark except for the office light, and the coffee has gone cold again. " * 3
 
 
+def _cues_after_a_scene(opening: str) -> tuple[str, ...]:
+    """The cues of a narrated message that opens with `opening`, after one of a scene."""
+    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
+    return score_scene_starts(turns)[0].cues
+
+
 @pytest.mark.parametrize(
     "opening",
     [
@@ -86,8 +92,7 @@ FILLER = "The bay is dark except for the office light, and the coffee has gone c
     ],
 )
 def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
-    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
-    assert "time" in score_scene_starts(turns)[0].cues
+    assert "time" in _cues_after_a_scene(opening)
 
 
 @pytest.mark.parametrize(
@@ -104,8 +109,7 @@ def test_a_dateline_opening_narration_starts_a_scene(opening: str) -> None:
 def test_the_time_a_journey_has_taken_opens_a_scene(opening: str) -> None:
     """A story on the road says how far on it is ("the second evening", "three nights into
     the erg") instead of how much later: with no dates (the proxy's view), that is the cue."""
-    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
-    assert "time" in score_scene_starts(turns)[0].cues
+    assert "time" in _cues_after_a_scene(opening)
 
 
 @pytest.mark.parametrize(
@@ -118,8 +122,7 @@ def test_the_time_a_journey_has_taken_opens_a_scene(opening: str) -> None:
     ],
 )
 def test_a_day_and_its_part_or_a_time_in_words_is_a_time_cue(opening: str) -> None:
-    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(opening + FILLER)]
-    assert "time" in score_scene_starts(turns)[0].cues
+    assert "time" in _cues_after_a_scene(opening)
 
 
 @pytest.mark.parametrize(
@@ -139,8 +142,7 @@ def test_a_day_and_its_part_or_a_time_in_words_is_a_time_cue(opening: str) -> No
     ],
 )
 def test_a_plan_or_a_remark_about_a_day_is_no_time_jump(message: str) -> None:
-    turns = [Turn("*Dana hands over the keys.* " + FILLER), Turn(message + FILLER)]
-    assert "time" not in score_scene_starts(turns)[0].cues
+    assert "time" not in _cues_after_a_scene(message)
 
 
 @pytest.mark.parametrize(

@@ -163,7 +163,7 @@ def _check_llm(settings: Settings, llm: dict[str, str | None]) -> None:
     probe = make_backend(settings, backend="openai", retries=0, timeout_s=30.0, **llm)
     try:
         assert isinstance(probe, OpenAICompatBackend)
-        probe.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
+        probe.client.chat([{"role": "user", "content": "Reply with the word: ready"}], max_tokens=8)
     finally:
         probe.close()
 

@@ -127,7 +127,7 @@ class OpenAICompatBackend(RecapBackend):
         labels = prompt_labels(self.message_prompt)
 
         def ask() -> RecapResult:
-            text, reasoning = self.chat(
+            text, reasoning = self.client.chat(
                 [{"role": "user", "content": prompt}],
                 prefill=self.prefill,
                 max_tokens=min(self.max_tokens, max(request.max_tokens * 4, 64)),
@@ -189,7 +189,7 @@ class OpenAICompatBackend(RecapBackend):
             )
             longest = max(r.max_tokens for r in asked)
             try:
-                text, reasoning = self.chat(
+                text, reasoning = self.client.chat(
                     [{"role": "user", "content": prompt}],
                     max_tokens=min(4000, max(128, len(asked) * longest * 2)),
                 )
@@ -270,7 +270,7 @@ class OpenAICompatBackend(RecapBackend):
         labels = prompt_labels(self.scene_prompt)
 
         def ask() -> RecapResult:
-            text, reasoning = self.chat(
+            text, reasoning = self.client.chat(
                 [{"role": "user", "content": prompt}], max_tokens=max(64, request.max_tokens * 2)
             )
             memory = check_recap(text, labels=labels, prompt=self.scene_prompt)
@@ -307,7 +307,7 @@ class OpenAICompatBackend(RecapBackend):
         labels = prompt_labels(self.running_prompt)
 
         def ask() -> RecapResult:
-            text, reasoning = self.chat(
+            text, reasoning = self.client.chat(
                 [{"role": "user", "content": prompt}], max_tokens=max(128, target + 200)
             )
             condensed = check_recap(text, labels=labels)
@@ -327,7 +327,7 @@ class OpenAICompatBackend(RecapBackend):
         labels = prompt_labels(self.combined_prompt)
 
         def ask() -> RecapResult:
-            text, reasoning = self.chat(
+            text, reasoning = self.client.chat(
                 [{"role": "user", "content": prompt}], max_tokens=request.max_tokens + 200
             )
             return RecapResult(memory=check_recap(text, labels=labels), reasoning=reasoning)
@@ -352,7 +352,7 @@ class OpenAICompatBackend(RecapBackend):
             },
         )
         for attempt in range(self.break_retries + 1):
-            text, _ = self.chat([{"role": "user", "content": prompt}], max_tokens=200)
+            text, _ = self.client.chat([{"role": "user", "content": prompt}], max_tokens=200)
             try:
                 answer = extract_json(text)
             except LLMError:
@@ -386,18 +386,6 @@ class OpenAICompatBackend(RecapBackend):
                     raise
                 log.info("answer %d refused (%s); asking again", attempt + 1, error)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # --- the protocol ------------------------------------------------------------------------
-
-    def chat(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        prefill: str = "",
-        max_tokens: int | None = None,
-    ) -> tuple[str, str | None]:
-        """One chat completion (`ChatClient.chat`): (answer text, reasoning or None)."""
-        return self.client.chat(messages, prefill=prefill, max_tokens=max_tokens)
 
     def close(self) -> None:
         self.client.close()

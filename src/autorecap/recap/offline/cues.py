@@ -29,7 +29,6 @@ proxy sees neither) simply give no cue.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from autorecap.recap.offline.openings import (
     TIME_POINT,
     WAKING,
 )
-from autorecap.recap.offline.places import STOP, place_score
+from autorecap.recap.offline.places import MARKUP, SPACE, STOP, WORD, place_score
 
 THRESHOLD = 2.5
 """The score a message needs to open a scene."""
@@ -96,11 +95,6 @@ def main_cast(turns: Sequence[Turn]) -> int:
     counts = Counter(turn.speaker for turn in turns if _cast(turn))
     least = max(3, CAMEO_SHARE * sum(counts.values()))
     return sum(1 for n in counts.values() if n >= least)
-
-
-_MARKUP = re.compile(r"[*_~`\"“”„«»]+")
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[a-zà-öø-ÿ][a-zà-öø-ÿ'’-]*")
 
 
 @dataclass(frozen=True)
@@ -162,7 +156,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         return []
     openings = [_opening(turn.text) for turn in turns]
     bags = [_content(turn.text) for turn in turns]
-    vocabulary = [frozenset(_WORD.findall(turn.text.lower())) for turn in turns]
+    vocabulary = [frozenset(WORD.findall(turn.text.lower())) for turn in turns]
     if not window:
         words_each = sum(sum(b.values()) for b in bags) / count
         window = max(3, min(10, round(40 / max(words_each, 1.0))))
@@ -301,13 +295,13 @@ def _narrated(text: str) -> bool:
 
 def _opening(text: str) -> str:
     """The start of a message as the cues read it: markup and leading blanks gone."""
-    return _SPACE.sub(" ", _MARKUP.sub("", text[:400])).strip()[:220]
+    return SPACE.sub(" ", MARKUP.sub("", text[:400])).strip()[:220]
 
 
 def _content(text: str) -> Counter[str]:
     """The message's content words (plurals folded), for the topic cue."""
     bag: Counter[str] = Counter()
-    for word in _WORD.findall(text.lower()):
+    for word in WORD.findall(text.lower()):
         if len(word) < 3 or word in STOP:
             continue
         if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-_MARKUP = re.compile(r"[*_~`\"“”„«»]+")
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[a-zà-öø-ÿ][a-zà-öø-ÿ'’-]*")
+MARKUP = re.compile(r"[*_~`\"“”„«»]+")
+SPACE = re.compile(r"\s+")
+WORD = re.compile(r"[a-zà-öø-ÿ][a-zà-öø-ÿ'’-]*")
+"""How the scene cues read a text (here and in `cues`): markup and quotes off, lower-case
+words."""
 
 _ARRIVAL = re.compile(
     r"\b(?:arriv\w*|reach(?:es|ed)?\s+the|enter(?:s|ed)?\s+the|steps?\s+(?:into|inside|out)"
@@ -85,22 +87,22 @@ def place_score(text: str, opening: str, seen: set[str]) -> float:
     first_cased = re.split(r"(?<=[.!?])\s", opening, maxsplit=1)[0]
     first = _A_LOT.sub("", first_cased.lower())
     score = 0.0
-    for word in _WORD.findall(first):
+    for word in WORD.findall(first):
         singular = word[:-1] if word.endswith("s") and word[:-1] in PLACES else word
         if singular in PLACES and singular not in seen:
             score = 1.2
             break
-    for match in _PLACE_NAME.finditer(_MARKUP.sub("", text[:300])):
+    for match in _PLACE_NAME.finditer(MARKUP.sub("", text[:300])):
         name = match.group(1).removeprefix("the ")
         if name.split()[0].lower() in _WHEN_NAMES:
             continue  # "in May", "at Christmas"
-        if len(name) > 2 and not set(_WORD.findall(name.lower())) <= seen:
+        if len(name) > 2 and not set(WORD.findall(name.lower())) <= seen:
             score += 0.8
             break
     for match in _NAMED_PLACE.finditer(first_cased):
         words = match.group(0).split()
         if (words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES) and (
-            not set(_WORD.findall(match.group(0).lower())) <= seen
+            not set(WORD.findall(match.group(0).lower())) <= seen
         ):
             score += 0.8
             break
@@ -158,7 +160,7 @@ def place_of(texts: Sequence[str], people: Sequence[str] = ()) -> str:
     for text in texts:
         # A gesture's closing asterisk ends a sentence: "*in from outside* What's going on?"
         # names no place called "What's".
-        plain = _SPACE.sub(" ", _MARKUP.sub("", _GESTURE_END.sub(". ", text[:400])))
+        plain = SPACE.sub(" ", MARKUP.sub("", _GESTURE_END.sub(". ", text[:400])))
         for match in _NAMED_PLACE.finditer(plain):
             words = match.group(0).split()
             if words[-1].lower() in PLACES or words[0].lower() in _PLACE_TITLES:
