@@ -83,3 +83,39 @@ def test_a_chat_dated_day_first_is_recapped_with_its_days() -> None:
     assert "3 May 2023" in recap, recap
     assert "March" not in recap, recap
     assert "October" not in recap, recap
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("May 8, 2023 1:56pm", datetime(2023, 5, 8, 13, 56)),  # SillyTavern before 1.14
+        ("2023-5-8 @13h 56m 00s 000ms", datetime(2023, 5, 8, 13, 56)),  # SillyTavern 1.2-1.8
+        ("2023-05-08T13:56:00.000Z", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        (1683554160000, datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),  # epoch milliseconds
+        ("1683554160", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),  # epoch seconds as text
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),  # LoCoMo
+        ("May 8, 2023 at 1:56 PM", datetime(2023, 5, 8, 13, 56)),
+        ("Monday, May 8, 2023 1:56 PM", datetime(2023, 5, 8, 13, 56)),
+        ("Tue, 09 May 2023 10:00:00 GMT", datetime(2023, 5, 9, 10, tzinfo=UTC)),  # HTTP
+        # a JavaScript Date's text: the zone's name dropped, its offset read east of Greenwich
+        (
+            "Mon May 08 2023 13:56:00 GMT+0200 (Central European Summer Time)",
+            datetime(2023, 5, 8, 11, 56, tzinfo=UTC),
+        ),
+        ("2023-05-08 13:56 UTC+3", datetime(2023, 5, 8, 10, 56, tzinfo=UTC)),
+        ("2023年5月8日 13:56", datetime(2023, 5, 8, 13, 56)),
+    ],
+)
+def test_every_form_of_send_date_is_read(value: object, expected: datetime) -> None:
+    parsed = parse_send_date(value)
+    assert parsed is not None
+    if expected.tzinfo is None:
+        assert parsed.replace(tzinfo=None) == expected
+    else:
+        assert parsed.tzinfo is not None
+        assert parsed.astimezone(UTC) == expected
+
+
+def test_a_text_that_is_no_date_is_none() -> None:
+    for value in ("", "yesterday", "Tuesday 3pm", "(none)", True, [2023]):
+        assert parse_send_date(value) is None

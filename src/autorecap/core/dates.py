@@ -2,8 +2,10 @@
 
 SillyTavern writes ISO strings (>= 1.14), "June 19, 2023 2:20pm" (before), "2023-4-21 @20h 02m
 47s 124ms" (1.2-1.8) or epoch milliseconds; importers and other tools write "1:56 pm on 8 May,
-2023", "8 May 2023 13:56", "2023/05/08 13:56:00" and more. The common forms take a fast path;
-anything else goes to dateutil's parser, and one chat repeats its forms, so results are cached.
+2023", "8 May 2023 13:56", "2023/05/08 13:56:00", a JavaScript `Date`'s text ("Mon May 08 2023
+13:56:00 GMT+0200 (Central European Summer Time)"), "2023年5月8日 13:56" and more. The common
+forms take a fast path; anything else goes to dateutil's parser, and one chat repeats its forms,
+so results are cached.
 
 A date all in numbers that starts with the day or the month ("08/05/2023 13:56") is read the
 way its chat writes them (`day_first`): day first as soon as one of the chat's dates can only be
@@ -26,6 +28,14 @@ from dateutil import parser as date_parser
 _HUMANIZED = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2}) ?@ ?(\d{1,2})h ?(\d{1,2})m ?(\d{1,2})s(?: ?(\d{1,3}) ?ms)?$"
 )
+_ZONE_NAME = re.compile(r"\s*\([^()]*\)\s*$")
+"""The zone's name in words after a JavaScript `Date`'s text ("... GMT+0200 (Central European
+Summer Time)"): the offset before it says the same."""
+_NAMED_OFFSET = re.compile(r"\b(?:GMT|UTC)\s*([+-])(\d{1,2})(?::?(\d{2}))?\b")
+""""GMT+0200", "UTC+3": an offset east of Greenwich, as JavaScript and people write it
+(dateutil reads "GMT+3" the POSIX way, three hours west)."""
+_CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
+""""2023年5月8日 13:56", as Chinese and Japanese write a date."""
 _NO_DATE = datetime(1970, 1, 1)
 """What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
 today's date)."""
@@ -105,11 +115,19 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
         except ValueError:
             return None
     try:
-        parsed = date_parser.parse(text, default=_NO_DATE, dayfirst=day_first)
+        parsed = date_parser.parse(_plain(text), default=_NO_DATE, dayfirst=day_first)
     except (ValueError, OverflowError):
         return None
     # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.
     return None if parsed.year == _NO_DATE.year and str(_NO_DATE.year) not in text else parsed
+
+
+def _plain(text: str) -> str:
+    """The text as dateutil reads it right: no zone name in words after the offset, an offset
+    written "GMT+0200" as "+02:00", a date written with 年, 月 and 日 in ISO order."""
+    text = _ZONE_NAME.sub("", text)
+    text = _NAMED_OFFSET.sub(lambda m: f" {m[1]}{int(m[2]):02d}:{m[3] or '00'}", text)
+    return _CJK_DATE.sub(lambda m: f"{m[1]}-{int(m[2]):02d}-{int(m[3]):02d} ", text)
 
 
 def _from_epoch(number: float) -> datetime | None:
