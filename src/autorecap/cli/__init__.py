@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from autorecap.autosave import install_signal_handlers
-from autorecap.cli import evaluate, files, jobs, memory, recap, serve, settings, store
+from autorecap.cli import evaluate, files, jobs, memory, recap, serve, settings, store, tiers
 from autorecap.cli._app import app, close_command_stores, err, out
 from autorecap.errors import AutorecapError
 from autorecap.paths import HOME_ENV, autorecap_home
@@ -21,6 +21,7 @@ __all__ = [
     "serve",
     "settings",
     "store",
+    "tiers",
 ]
 
 

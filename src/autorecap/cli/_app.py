@@ -95,6 +95,10 @@ def profiles_at(db: str | None) -> Profiles:
 LenientOption = Annotated[
     bool, typer.Option("--lenient", help="Keep malformed lines as they are instead of stopping.")
 ]
+ChatArgument = Annotated[
+    str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")
+]
+"""The chat a command works on, as every command names it."""
 
 
 def read_text_file(path: Path, what: str) -> str:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from autorecap.autosave import load_target, target_chat_id
 from autorecap.cli._app import (
+    ChatArgument,
     DbOption,
     LenientOption,
     app,
@@ -48,9 +49,6 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-_CHAT_ARG = Annotated[str, typer.Argument(help="A chat file (.jsonl) or the id of a stored chat.")]
-
-
 class Format(StrEnum):
     messages = "messages"
     text = "text"
@@ -70,7 +68,7 @@ def _settings_with_overrides(
 
 @app.command()
 def inject(
-    chat: _CHAT_ARG,
+    chat: ChatArgument,
     fmt: Annotated[
         Format, typer.Option("--format", help="messages: a JSON list; text: one string.")
     ] = Format.messages,
@@ -197,7 +195,7 @@ def _ranges(indexes: list[int]) -> str:
 
 
 @app.command()
-def refresh(chat: _CHAT_ARG, db: DbOption = None, lenient: LenientOption = False) -> None:
+def refresh(chat: ChatArgument, db: DbOption = None, lenient: LenientOption = False) -> None:
     """Run refresh_memory() and save what it changed (flags, auto-hide) into the chat:
     the seeds' /recap-refresh-memory."""
     store = command_store(db, existing=True) if db is not None else None
@@ -226,7 +224,7 @@ def refresh(chat: _CHAT_ARG, db: DbOption = None, lenient: LenientOption = False
 
 @app.command()
 def versions(
-    chat: _CHAT_ARG,
+    chat: ChatArgument,
     select: Annotated[
         int | None, typer.Option("--select", help="Inject version N from now on.")
     ] = None,
