@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from wordfreq import zipf_frequency
 
 from autorecap.core.model import Chat, Message
+from autorecap.core.status_blocks import without_status
 
 
 def user_name_of(chat: Chat) -> str:
@@ -184,6 +185,13 @@ def spoken(message: Message) -> tuple[str, str]:
     if name.strip() in STAND_INS and _could_be_speaker(prefix):
         return prefix, said
     return name, text
+
+
+def said(message: Message) -> tuple[str, str]:
+    """`spoken`, without the status blocks a card prints around a reply: what a recap is
+    made of (the whole text when it is only a status block)."""
+    name, text = spoken(message)
+    return name, without_status(text) or text
 
 
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "sir", "lady", "lord", "captain", "capt"})

@@ -1,12 +1,15 @@
 """Notes out of character: what a player writes about the game, not the story ("(OOC: brb,
-dinner)", "((loving this!))", a line opening with "OOC:" or "//"). Recaps leave them out.
+dinner)", "((loving this!))", a line opening with "OOC:" or "//"), and a card's status block
+before or after a reply (`core.status_blocks`). Recaps and recall leave them out.
 
-May import: nothing of autorecap.
+May import: core.status_blocks.
 """
 
 from __future__ import annotations
 
 import re
+
+from autorecap.core.status_blocks import without_status
 
 _NOTE = re.compile(
     # an unclosed note runs to the end of its line, not of the message
@@ -17,7 +20,9 @@ _NOTE = re.compile(
 
 
 def in_character(text: str) -> str:
-    """`text` without its notes out of character (each left as a space)."""
+    """`text` without its notes out of character (each left as a space) and its status
+    blocks."""
+    text = without_status(text)
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text
     return _NOTE.sub(" ", text)

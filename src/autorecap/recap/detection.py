@@ -15,8 +15,9 @@ from dataclasses import replace
 
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
-from autorecap.core.names import spoken
+from autorecap.core.names import said, spoken
 from autorecap.core.scenes import break_indexes, mark_break
+from autorecap.core.status_blocks import where_and_when, without_status
 from autorecap.core.tokens import get_counter
 from autorecap.pacing import pause
 from autorecap.recap.backend import RecapBackend, SceneBreakRequest, SceneMessage
@@ -137,15 +138,18 @@ def _candidates(
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
     turns = [
         Turn(
-            text,
+            without_status(text),
             speaker,
             m.is_narrator,
             m.is_hidden,
             m.send_time,
             hint=hints and bool(get_data(m, "scene_start")),
+            status_place=where,
+            status_day=day,
         )
         for m in part
         for speaker, text in [spoken(m)]
+        for where, day in [where_and_when(text)]
     ]
     scored = [replace(c, index=c.index + low) for c in score_scene_starts(turns)]
     return scored, threshold_for(turns)
@@ -205,7 +209,7 @@ def _llm_breaks(
     while end - cursor + 1 >= minimum:
         window_end = min(end, cursor + _WINDOW - 1)
         window = tuple(
-            SceneMessage(i, *spoken(messages[i]), get_memory(messages[i]))
+            SceneMessage(i, *said(messages[i]), get_memory(messages[i]))
             for i in range(cursor, min(len(messages), window_end + 2))
             if not messages[i].is_hidden
         )
@@ -231,10 +235,10 @@ def scene_title(messages: list[Message], number: int, *, before: str = "") -> st
     """A name for a scene: the name or place it mentions most (capitalised words inside a
     sentence, not the speakers), unless the scene `before` it is named so (a journey's
     scenes all mention where it goes: "Scene 2: Cinder Line" after "Scene 1: Cinder Line")."""
-    said = [spoken(m) for m in messages]
-    speakers = {name for name, _ in said} | {w for name, _ in said for w in name.split()}
+    lines = [said(m) for m in messages]
+    speakers = {name for name, _ in lines} | {w for name, _ in lines for w in name.split()}
     counts: Counter[str] = Counter()
-    for _name, text in said:
+    for _name, text in lines:
         # A gesture between asterisks and a quotation open sentences of their own.
         for sentence in _SENTENCE_SPLIT.split(_OPENERS.sub(". ", text)):
             for match in _CAPITALISED.finditer(sentence):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from autorecap.core.data import get_data, get_memory, update_data
 from autorecap.core.memory import check_message_exclusion
 from autorecap.core.model import Chat, Message
-from autorecap.core.names import character_name_of, spoken, user_name_of
+from autorecap.core.names import character_name_of, said, user_name_of
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.recap.backend import ContextMessage, RecapBackend, RecapRequest, RecapResult
@@ -46,13 +46,13 @@ def build_request(
         if not m.is_hidden
     ]
     earlier = [get_memory(m) for m in chat.messages[max(0, index - 2) : index]]
-    name, text = spoken(message)
+    name, text = said(message)
     return RecapRequest(
         text=text,
         name=name,
         user=user_name_of(chat),
         char=character_name_of(chat),
-        context=tuple(ContextMessage(*spoken(m)) for m in before),
+        context=tuple(ContextMessage(*said(m)) for m in before),
         earlier_recaps=tuple(r for r in earlier if r),
         max_tokens=settings.message_recap_max_tokens,
     )

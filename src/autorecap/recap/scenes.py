@@ -9,8 +9,9 @@ from datetime import date, timedelta
 from autorecap.core.data import get_data, get_memory
 from autorecap.core.dates import as_utc
 from autorecap.core.model import Chat, Message
-from autorecap.core.names import character_name_of, spoken, user_name_of
+from autorecap.core.names import character_name_of, said, spoken, user_name_of
 from autorecap.core.scenes import Scene, add_recap_version, content_hash, scenes
+from autorecap.core.status_blocks import status_place, without_status
 from autorecap.core.tokens import TokenCounter
 from autorecap.errors import AutorecapError
 from autorecap.pacing import pause
@@ -47,10 +48,9 @@ def recap_scenes(
         scene_hash = content_hash(members)
         if not force and not _recap_due(message, scene_hash):
             continue
-        said = [spoken(m) for m in members]
         request = SceneRecapRequest(
             messages=tuple(
-                SceneMessage(scene.start + i, *said[i], get_memory(m), m.is_narrator)
+                SceneMessage(scene.start + i, *said(m), get_memory(m), m.is_narrator)
                 for i, m in enumerate(members)
                 if not m.is_hidden or get_memory(m)
             ),
@@ -59,7 +59,7 @@ def recap_scenes(
             char=character_name_of(chat),
             max_tokens=settings.scene_recap_max_tokens,
             day=scene_day(chat.messages, scene.start),
-            place=place_of([text for _, text in said[:3]], [name for name, _ in said]),
+            place=_place(members),
         )
         try:
             result = backend.scene_recap(request)
@@ -108,3 +108,13 @@ def _recap_due(message: Message, scene_hash: str) -> bool:
     metadata = get_data(message, "scene_recap_metadata")
     user_wrote_it = isinstance(metadata, dict) and metadata.get("edited")
     return not user_wrote_it and get_data(message, "scene_recap_hash") != scene_hash
+
+
+def _place(members: Sequence[Message]) -> str:
+    """Where a scene happens: where a status block among its first messages says, else the
+    place its first messages name."""
+    lines = [spoken(m) for m in members]
+    for _name, text in lines[:3]:
+        if place := status_place(text):
+            return place
+    return place_of([without_status(text) for _, text in lines[:3]], [name for name, _ in lines])

@@ -16,6 +16,8 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 - **a new place**: the opening names a place (a tavern, the docks, Port Anvil) that the last
   messages did not, or tells of arriving somewhere;
 - **a change of cast**: other speakers before and after (group chats);
+- **a card's status block** that gives another place or another day than the last one
+  (`core.status_blocks`: "📍 Location: ... 🕐 Time: Day 3");
 - **a change of topic**: the words of the messages after differ from those before, measured
   as a dip in similarity against the peaks around it (TextTiling).
 
@@ -108,6 +110,10 @@ class Turn:
     time: datetime | None = None
     hint: bool = False
     """An LLM that recapped the message said it opens a new scene."""
+    status_place: str = ""
+    """Where the message's status block says the scene is (`core.status_blocks`), if any."""
+    status_day: str = ""
+    """The day its status block gives ("day 3", "may 8"), if any."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
     again = _again_value(turns)
     speech = _speech_only(turns)
     last_speaker = turns[0].speaker if _cast(turns[0]) else None  # of the last cast message
+    last_status = turns[0]  # the last message with a status block
     scored: list[BreakCandidate] = []
     for index in range(1, count):
         if index % 128 == 0:
@@ -209,6 +216,13 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         place = place_score(turn.text, opening, seen)
         if place:
             cues["place"] = place
+        if turn.status_place or turn.status_day:
+            status = _status_cues(turn, last_status)
+            if status.get("place", 0.0) > cues.get("place", 0.0):
+                cues["place"] = status["place"]
+            if status.get("time", 0.0) > cues.get("time", 0.0):
+                cues["time"] = status["time"]
+            last_status = turn
         cast = _cast_change(turns, index, window)
         if cast:
             cues["cast"] = cast
@@ -222,6 +236,25 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         names = tuple(sorted(kept, key=lambda k: -kept[k]))
         scored.append(BreakCandidate(index, score, names, session))
     return scored
+
+
+STATUS_PLACE = 1.5
+"""A status block's place that is not the last one's: a hint (a tracker follows its characters
+from room to room too), worth a place named in the opening."""
+STATUS_DAY = 2.0
+"""A status block's day that is not the last one's ("Day 3" after "Day 2"): as good as a time
+phrase that names a moment."""
+
+
+def _status_cues(turn: Turn, last: Turn) -> dict[str, float]:
+    """The cues of a message's status block against the last one before it: a new place, a new
+    day (none against a message with no status block)."""
+    cues: dict[str, float] = {}
+    if turn.status_place and last.status_place and turn.status_place != last.status_place:
+        cues["place"] = STATUS_PLACE
+    if turn.status_day and last.status_day and turn.status_day != last.status_day:
+        cues["time"] = STATUS_DAY
+    return cues
 
 
 TAKING_TURNS = 0.3

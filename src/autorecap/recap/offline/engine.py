@@ -75,7 +75,7 @@ class OfflineBackend(RecapBackend):
             return RecapResult(memory="")
         seen = frozenset().union(*(content_words(r) for r in request.earlier_recaps))
         fresh = [p for p in pieces if not _repeats(content_words(p.text), seen)] or pieces
-        size = self.counter.count(request.text)
+        size = self.counter.count(text)  # what is recapped: no note, no status block
         # A recap is a fraction of its message (that is what makes memory fit a budget), but
         # never longer than the hard cap.
         budget = min(request.max_tokens, max(24, round(0.4 * size)))
@@ -103,7 +103,7 @@ class OfflineBackend(RecapBackend):
             rows, names, None, request.day, others=(request.user, request.char) if two else None
         )
         header = _header(request.day, request.place)
-        size = sum(self.counter.count(m.text) for m in request.messages)
+        size = sum(self.counter.count(text) for _name, text, _narrator in rows)
         # A scene recap is a fraction of its scene (SCENE_SHARE), within the cap.
         limit = min(request.max_tokens, max(40, round(SCENE_SHARE * size)))
         budget = limit - (self.counter.count(header) if header else 0)

@@ -1,0 +1,210 @@
+"""Status blocks: the tracker many character cards print before or after each reply, a few
+fields that say where and when the scene is and how the characters stand, such as
+
+    ---
+    📍 Location: The Rusty Anchor
+    🕐 Time: Day 3, evening
+    ❤️ Affection: 35/100
+
+or one line of them ("[Location: The Rusty Anchor | Time: Day 3 | HP: 80/100]"), often in a
+code fence or in HTML (`<details><summary>Status</summary>...</details>`). Printed again on
+every message with a number or two changed, a block is no event of the story: recaps that kept
+it kept "Affection: 37/100" instead of what was said. `without_status` leaves the blocks out;
+`status_fields` reads their fields.
+
+May import: nothing of autorecap.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)[^<>]*>")
+_BREAK_TAGS = frozenset({"br", "p", "div", "details", "summary", "li", "tr", "table", "ul", "hr"})
+_FENCE = re.compile(r"^\s*```[\w-]*\s*$")
+_RULE = re.compile(r"^\s*(?:[-*_=~•·─━]\s*){3,}$")
+_KEY = r"[A-Za-z][\w'’ ./&-]{0,28}?"
+_FIELD = re.compile(
+    # decoration (emoji, bullets, quote marks, markup), the key, a colon, a short value
+    rf"^[^\w\n]{{0,8}}({_KEY})[*_]{{0,2}}\s*[:：]\s*[*_]{{0,2}}(\S.{{0,119}})$"
+)
+_SEGMENT = re.compile(rf"(?:^|[|•;])\s*[^\w|•;]{{0,6}}({_KEY})\s*[:：]\s*([^|•;]+)")
+_HEADING = re.compile(
+    r"^(?:#{1,4}\s*|\*\*|__|\[|【)\s*[A-Za-z][\w' ]{0,24}\s*(?:\*\*|__|\]|】)?\s*[:：]?$"
+    r"|^[A-Za-z][\w' ]{0,24}[:：]$"
+)
+"""A title over the fields ("**Status**", "[Stats]", "## Tracker", "Status:")."""
+_SPEECH_END = re.compile(r"[!?…]$|(?<!\d)\.$")
+"""A value that ends as a sentence does (not "8 p.m.", not "Day 3."): a line of a script."""
+_MARKED = re.compile(r"\d+\s*/\s*\d+|\d+\s*%|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+"""What a tracker has and a speaker's lines rarely do: a gauge ("35/100", "80%") or an emoji."""
+FIELDS_ALONE = 3
+"""Fields in a row that make a block with no fence, rule, tag or gauge around them (two lines
+"Mae: Hi." and "Tom: Hey." are a script, not a tracker)."""
+LONGEST_VALUE_WORDS = 12
+"""A field's value is a few words; a line with a longer one after a colon is speech."""
+
+
+def without_status(text: str) -> str:
+    """`text` without the status blocks at its start and end (the rest as it was)."""
+    if ":" not in text and "：" not in text:
+        return text
+    lines = _lines(text)
+    start, end = _block_bounds(lines)
+    if start == 0 and end == len(lines):
+        return text
+    return "\n".join(line for line, _tagged in lines[start:end]).strip()
+
+
+def status_fields(text: str) -> dict[str, str]:
+    """The fields of the status blocks at the start and end of `text`, by their key in lower
+    case without decoration ("location": "The Rusty Anchor"); {} when it has none."""
+    if ":" not in text and "：" not in text:
+        return {}
+    lines = _lines(text)
+    start, end = _block_bounds(lines)
+    fields: dict[str, str] = {}
+    for line, _tagged in [*lines[:start], *lines[end:]]:
+        for key, value in _fields_of(line):
+            fields.setdefault(key.strip().lower(), value.strip(" *_`[]()"))
+    return fields
+
+
+def _lines(text: str) -> list[tuple[str, bool]]:
+    """The message's lines, HTML tags that break lines taken as breaks and the others left
+    out; each with whether a tag was on it."""
+    if "<" not in text:
+        return [(line, False) for line in text.split("\n")]
+    out: list[tuple[str, bool]] = []
+    for raw in text.split("\n"):
+        pieces = _TAG.split(raw)
+        if len(pieces) == 1:
+            out.append((raw, False))
+            continue
+        current = pieces[0]
+        # split() gives text, then (closing slash, tag name, text) per tag
+        for at in range(1, len(pieces), 3):
+            if pieces[at + 1].lower() in _BREAK_TAGS:
+                out.append((current, True))
+                current = ""
+            current += pieces[at + 2]
+        out.append((current, True))
+    return out
+
+
+def _fields_of(line: str) -> list[tuple[str, str]]:
+    """The `Key: value` fields a line holds: one, or several in a row ("A: x | B: y")."""
+    plain = line.strip().strip("[]()`").strip()
+    segments = _SEGMENT.findall(plain)
+    if len(segments) >= 2:
+        return [(k, v) for k, v in segments if _value(v)]
+    match = _FIELD.match(plain)
+    if match and _value(match.group(2)):
+        return [(match.group(1), match.group(2))]
+    return []
+
+
+def _value(value: str) -> bool:
+    """Whether what follows a colon reads as a field's value, not as speech."""
+    bare = value.strip().strip("*_`\"“”'’").strip()
+    return (
+        bool(bare)
+        and len(bare.split()) <= LONGEST_VALUE_WORDS
+        and value.strip()[:1] not in "\"“'‘"
+        and not _SPEECH_END.search(bare)
+    )
+
+
+def _block_bounds(lines: list[tuple[str, bool]]) -> tuple[int, int]:
+    """Where the story is: the lines from the first after a leading status block to the last
+    before a trailing one (0 and len(lines) when there is neither)."""
+    start = 0
+    head = _block_length(lines)
+    if head:
+        start = head
+    end = len(lines)
+    tail = _block_length(lines[start:][::-1])
+    if tail:
+        end = len(lines) - tail
+    return start, end
+
+
+def _block_length(lines: list[tuple[str, bool]]) -> int:
+    """How many lines from the top are a status block (0: none): fields, with the blanks,
+    fences, rules and titles among them, the fields' keys all different, and enough of a
+    tracker's marks (`FIELDS_ALONE` fields, or a fence, rule, tag, gauge or emoji)."""
+    keys: list[str] = []
+    marked = False
+    taken = 0
+    for at, (line, tagged) in enumerate(lines):
+        stripped = line.strip()
+        fields = _fields_of(stripped) if stripped else []
+        if fields:
+            keys.extend(k.strip().lower() for k, _v in fields)
+            marked = marked or tagged or len(fields) >= 2 or bool(_MARKED.search(stripped))
+            taken = at + 1
+        elif not stripped or _FENCE.match(stripped) or _RULE.match(stripped):
+            marked = marked or bool(stripped)
+        elif tagged and not stripped.strip("<>/ "):
+            marked = True
+        elif _HEADING.match(stripped) or (tagged and _title(stripped)):
+            marked = True
+            if keys:  # read from the end: the title over the fields read so far
+                taken = at + 1
+                break
+            continue  # a title over the fields to come
+        else:
+            break
+    else:
+        taken = len(lines)  # the whole message: fields, and what decorates them
+    if len(keys) < 2 or len(set(keys)) < len(keys):
+        return 0
+    if not marked and len(keys) < FIELDS_ALONE:
+        return 0
+    # the blanks and decoration just after the last field go with the block
+    while taken < len(lines) and _decoration(lines[taken][0]):
+        taken += 1
+    return taken
+
+
+def _title(line: str) -> bool:
+    """A few words with no sentence's punctuation, as an HTML summary over fields."""
+    return len(line.split()) <= 3 and not re.search(r"[.!?,;\"“”]", line)
+
+
+def _decoration(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or bool(_FENCE.match(stripped) or _RULE.match(stripped))
+
+
+_PLACE_KEY = re.compile(r"locat|place|where|setting|area|position|^scene$", re.IGNORECASE)
+_TIME_KEY = re.compile(r"time|date|day|when", re.IGNORECASE)
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+_DAY = re.compile(
+    rf"\bday\s*\d+|\b\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?"
+    rf"{_MONTH}|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b",
+    re.IGNORECASE,
+)
+"""The day in a status's time ("Day 3", "3 May", "2023-05-08", "Tuesday"), not its hour."""
+
+
+def status_place(text: str) -> str:
+    """The place a message's status block gives, as written ("" when it gives none)."""
+    return _place(status_fields(text))
+
+
+def _place(fields: dict[str, str]) -> str:
+    return next((v for k, v in fields.items() if _PLACE_KEY.search(k)), "")
+
+
+def where_and_when(text: str) -> tuple[str, str]:
+    """The place a message's status block gives and the day of its time, each in lower case
+    ("" when it gives none): what a scene's cues compare from one status to the next."""
+    fields = status_fields(text)
+    if not fields:
+        return "", ""
+    place = _place(fields)
+    times = " ".join(v for k, v in fields.items() if _TIME_KEY.search(k))
+    day = " ".join(m.group(0) for m in _DAY.finditer(times))
+    place = re.sub(r"^the\s+", "", " ".join(place.lower().split()))
+    return place, " ".join(day.lower().split())

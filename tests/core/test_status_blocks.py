@@ -1,0 +1,71 @@
+"""A card's status block is left out of what recaps and recall read, and its place and day are
+read (`autorecap.core.status_blocks`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autorecap.core.out_of_character import in_character
+from autorecap.core.status_blocks import status_fields, where_and_when, without_status
+
+EMOJI = "\n\n---\n📍 Location: The Rusty Anchor\n🕐 Time: Day 3, evening\n❤️ Affection: 35/100"
+FENCED = "\n\n```\n[Location: Old Mill Road | Time: Day 2, night | Mood: tense | HP: 80/100]\n```"
+HTML = (
+    "\n\n<details><summary>Status</summary>Location: The chapel crypt<br>"
+    "Time: Day 4, morning<br>Affection: 40/100</details>"
+)
+TITLED = "**Status**\nLocation: Harbour office\nTime: May 8, dawn\n\n"
+PLAIN = "\n\nLocation: Harbour office\nTime: May 8, dawn\nMood: grim"
+
+
+@pytest.mark.parametrize(
+    ("text", "story"),
+    [
+        ('*She pours the ale.* "Three coppers."' + EMOJI, '*She pours the ale.* "Three coppers."'),
+        ("He nods." + FENCED, "He nods."),
+        ("He nods." + HTML, "He nods."),
+        (TITLED + "The gulls scream over the water.", "The gulls scream over the water."),
+        ("The gulls scream." + PLAIN, "The gulls scream."),
+        ("*She smiles*\n\n---\nLocation: Inn\nTime: Night", "*She smiles*"),
+    ],
+)
+def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: str) -> None:
+    assert without_status(text) == story
+    assert in_character(text).strip() == story
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A script of lines, a short list of what is carried, speech with a colon in it.
+        "The list:\nMae: Hi!\nTom: Hey.\nRi: Yo.",
+        "She checks the ledger.\nRope: 50 ft\nRations: 3 days",
+        "Nothing to see: just prose here. Time: it flies.",
+        'He reads it aloud.\nTo: the Harbourmaster\nFrom: "a friend"',
+        "Mae: I'll take the left.\nTom: I'll take the right.\nMae: Go.",
+        "<i>She whispers.</i> Come closer.",
+    ],
+)
+def test_what_is_no_status_block_stays(text: str) -> None:
+    assert without_status(text) == text
+    assert status_fields(text) == {}
+
+
+def test_the_fields_place_and_day_of_a_status_block() -> None:
+    assert status_fields("x" + EMOJI) == {
+        "location": "The Rusty Anchor",
+        "time": "Day 3, evening",
+        "affection": "35/100",
+    }
+    assert where_and_when("x" + EMOJI) == ("rusty anchor", "day 3")
+    assert where_and_when("x" + FENCED) == ("old mill road", "day 2")
+    assert where_and_when(TITLED + "x") == ("harbour office", "may 8")
+    assert where_and_when("no status at all") == ("", "")
+
+
+def test_a_message_that_is_only_a_status_block_keeps_its_text_as_its_recap() -> None:
+    from autorecap.core.out_of_character import recapped_text
+
+    text = "[Location: Inn | Time: Night]"
+    assert without_status(text) == ""
+    assert recapped_text(text) == text
