@@ -72,6 +72,22 @@ def test_a_double_barrelled_name_is_kept_over_description() -> None:
     assert "Tolliver-Kane" in kept
 
 
+@pytest.mark.parametrize(
+    "rival",
+    [
+        "The old clerk sent the long wire at noon.",
+        "Hawthorn meant delayed but well, the clerk said.",
+    ],
+)
+def test_a_rare_word_that_opens_a_sentence_is_a_name(rival: str) -> None:
+    """A capital that opens a sentence says nothing, but a word English hardly knows there is
+    a name all the same (a code word, a cipher's key)."""
+    named = "Thistledown. Then the rest of the alphabet."
+    pieces = [Piece(0, "Kasimir", rival), Piece(1, "Kasimir", named)]
+    kept = render(choose(pieces, COUNTER.count(named) + 4, COUNTER))
+    assert "Thistledown" in kept
+
+
 def test_a_sum_in_words_is_kept_over_description() -> None:
     """Prose spells out its prices: "four silver and six pence" is what is asked later, not
     the stabling it was counted from."""

@@ -402,8 +402,23 @@ TOLD_VALUE = 4.0
 "the word is 'blue heron sleeps'"), or quotes: what a memory is asked for later."""
 
 
+OPENING_NAME_ZIPF = 2.5
+"""A capitalised word that opens a sentence is a name when English uses it less often than
+this (wordfreq's Zipf scale: "Bluefinch" 0, "Kasimir" 1.4, "Chrysanthemum" 2.6, "Meanwhile"
+4.5). Measured with `autorecap eval` at 2,000 tokens against none: planted facts in the running
+recap 236 -> 240 of 280 on the dev chats and 500 -> 504 of 556 on the generated ones, with
+recall 255 -> 254 and 506 the same (1.5: 239 and 256, 500; 2.0: 239 and 254, 501)."""
+_OPENING = re.compile(r"(?:^|[.!?…]\s+)[\"“'‘*(\[]*([A-ZÀ-Ý][a-zà-ÿ'’]+)")
+
+
 def _word_values(text: str) -> dict[str, float]:
     capitals = {_POSSESSIVE.sub("", m.group(0).lower()) for m in _CAPITAL.finditer(text)}
+    # A word English hardly knows that opens a sentence is a name all the same ("Bluefinch
+    # meant all safe", "Thistledown."): a capital there says nothing, its rarity does.
+    for match in _OPENING.finditer(text):
+        word = _POSSESSIVE.sub("", match.group(1).lower())
+        if rarity(word) > 7.0 - OPENING_NAME_ZIPF:
+            capitals.add(word)
     told = {
         _POSSESSIVE.sub("", w.lower()).strip("'’-")
         for m in (*_NAMING.finditer(text), *_QUOTED.finditer(text))
