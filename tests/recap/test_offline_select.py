@@ -381,6 +381,16 @@ def test_a_one_word_password_outweighs_a_short_remark() -> None:
         # A quote or a bracket before the clause changes nothing.
         ("Nine (if you count the lame one).", "Nine (if Tobin counts the lame one)."),
         ('"You count them," she says.', '"Tobin counts them," she says.'),
+        # A narrator-bot tells the player's story in the second person.
+        ("You step off the barge.", "Tobin steps off the barge."),
+        (
+            "You hand her the letter from your coat.",
+            "Tobin hands her the letter from Tobin's coat.",
+        ),
+        (
+            "You nod, and you press the coin into her palm.",
+            "Tobin nods, and Tobin presses the coin into her palm.",
+        ),
     ],
 )
 def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str) -> None:

@@ -77,6 +77,9 @@ _PLAIN_VERBS = {
     refuse remain repair reply rest return ring rise risk save search send serve share shoot
     shout show sing smell smile spend steal swim swear teach throw touch travel trust
     understand use visit wake wash wear whisper wish worry
+    step hand nod shake grab slip lean glance shrug stare sigh frown grin wince squint crouch
+    kneel peer duck haul drag toss tuck lift lower raise slide stumble scramble taste
+    breathe blink swallow pause hesitate knock press rub scratch wipe unfold unlock unwrap
     """.split()
 }
 """Verbs that take an "s" after a name ("if you forget" -> "if Teo forgets"); not those whose
