@@ -12,6 +12,7 @@ from autorecap.core.asking import MOST_WORDS, answer_kinds, query_forms, query_w
 from autorecap.core.excerpts import PIECE_TOKENS
 from autorecap.core.recall import (
     ANSWER_BOOST,
+    ASKS_ALONE,
     NEIGHBOUR_SHARE,
     RECALL_KEY,
     REPEAT_SHARE,
@@ -130,14 +131,29 @@ def test_a_query_of_common_words_keeps_none() -> None:
 
 
 def test_query_text_is_the_newest_user_message_and_the_reply_before_it() -> None:
+    """A message that names too little to search for ("how much was it?") asks about what
+    the reply before it says."""
     messages = chat_of(
         message("an old question", user=True),
         message("an old reply"),
         message("the reply"),
         message("a hidden reply", hidden=True),
-        message("the newest question", user=True),
+        message("And how much was it?", user=True),
     ).messages
-    assert query_text(messages) == "the newest question\nthe reply"
+    assert query_text(messages) == "And how much was it?\nthe reply"
+
+
+def test_a_question_that_names_what_it_asks_about_is_the_whole_query() -> None:
+    """A narrator's long reply would outnumber the question's words, and the search would
+    look for the scene just played instead."""
+    reply = "Rain hammers the quay while Marra counts the barrels and the Reach fog thickens. " * 4
+    messages = chat_of(
+        message(reply),
+        message("What did the ferryman charge us at Harrow's Ford?", user=True),
+    ).messages
+    assert query_text(messages) == "What did the ferryman charge us at Harrow's Ford?"
+    assert len(query_words("What did the ferryman charge us?")) >= ASKS_ALONE
+    assert len(query_words("Yes, that one.")) < ASKS_ALONE
 
 
 def test_query_text_skips_hidden_user_messages() -> None:
@@ -152,10 +168,10 @@ def test_query_text_skips_hidden_user_messages() -> None:
 def test_query_text_ignores_replies_after_the_newest_user_message() -> None:
     messages = chat_of(
         message("before"),
-        message("the question", user=True),
+        message("and then?", user=True),
         message("a reply being written"),
     ).messages
-    assert query_text(messages) == "the question\nbefore"
+    assert query_text(messages) == "and then?\nbefore"
 
 
 def test_query_text_without_a_user_message_is_empty() -> None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from autorecap.chat_search import ChatSearch
 from autorecap.core import running
 from autorecap.core.data import NAMESPACE
-from autorecap.core.model import Chat
+from autorecap.core.model import Chat, Message
+from autorecap.core.recall import query_text
 from autorecap.core.scenes import break_indexes
 from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.evaluation.corpus import CorpusChat, Question
@@ -192,8 +193,13 @@ def _measure_recall(
         message["is_system"] = True
     search = ChatSearch(folded)
     asked = settings.model_copy(update={"recall_max_tokens": share})
+    # Each question asked as the product asks it: the newest message after the chat's last
+    # reply (`query_text` adds the reply when the question names too little).
     recalled = {
-        q.question: search.recall(asked, counter, q.question)[0] for q in result.corpus.questions
+        q.question: search.recall(
+            asked, counter, query_text([*folded.messages, Message(is_user=True, mes=q.question)])
+        )[0]
+        for q in result.corpus.questions
     }
     scored = [
         (q, f"{memory}\n{recalled[q.question]}")
