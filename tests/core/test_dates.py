@@ -104,6 +104,9 @@ def test_a_chat_dated_day_first_is_recapped_with_its_days() -> None:
         ),
         ("2023-05-08 13:56 UTC+3", datetime(2023, 5, 8, 10, 56, tzinfo=UTC)),
         ("2023年5月8日 13:56", datetime(2023, 5, 8, 13, 56)),
+        # an offset in brackets is kept, not taken for a zone's name
+        ("8 May 2023 13:56 (+0200)", datetime(2023, 5, 8, 11, 56, tzinfo=UTC)),
+        ("8 May 2023 13:56 (UTC+2)", datetime(2023, 5, 8, 11, 56, tzinfo=UTC)),
     ],
 )
 def test_every_form_of_send_date_is_read(value: object, expected: datetime) -> None:
@@ -117,5 +120,13 @@ def test_every_form_of_send_date_is_read(value: object, expected: datetime) -> N
 
 
 def test_a_text_that_is_no_date_is_none() -> None:
-    for value in ("", "yesterday", "Tuesday 3pm", "(none)", True, [2023]):
+    for value in (
+        "",
+        "yesterday",
+        "Tuesday 3pm",
+        "(none)",
+        True,
+        [2023],
+        "2023-05-08 13:56 GMT+24",
+    ):
         assert parse_send_date(value) is None

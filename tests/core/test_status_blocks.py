@@ -26,7 +26,8 @@ PLAIN = "\n\nLocation: Harbour office\nTime: May 8, dawn\nMood: grim"
         ("He nods." + HTML, "He nods."),
         (TITLED + "The gulls scream over the water.", "The gulls scream over the water."),
         ("The gulls scream." + PLAIN, "The gulls scream."),
-        ("*She smiles*\n\n---\nLocation: Inn\nTime: Night", "*She smiles*"),
+        ("*She smiles*\n\n---\nLocation: Inn\nTime: Night\nMood: calm", "*She smiles*"),
+        ("Okay!\n\nHP: 80/100\nMP: 20/50", "Okay!"),  # two gauges
     ],
 )
 def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: str) -> None:
@@ -44,11 +45,35 @@ def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: st
         'He reads it aloud.\nTo: the Harbourmaster\nFrom: "a friend"',
         "Mae: I'll take the left.\nTom: I'll take the right.\nMae: Go.",
         "<i>She whispers.</i> Come closer.",
+        # What the story gives as a list keeps its text: no tracker keeps count of these.
+        "You open your pack.\n\nGold: 47 coins\nRations: 3 days\nRope: 50 ft\nTorch: 2",
+        "To: Captain Mira Vell\nFrom: Harbourmaster Oskar\nRe: The missing cargo\n\nMeet me.",
+        "She lays out the file.\n\n**Suspect:** Marcus Reed\n**Motive:** Debt\n**Alibi:** None",
+        "Her phone lights up.\n\nMira: we should go\nTom: not yet\nAnna: fine by me",
+        "Remember the code.\n\n🔑 Code: 4471\n📍 Door: the blue one",
+        "Name: Elara\nAge: 24\nClass: Ranger",
+        # a meeting's time and place under a note: two of a tracker's fields and no mark
+        "The meeting is set.\n\nTime: 8 p.m.\nPlace: The old chapel",
+        "She whispers:\nLocation: cellar\nTime: midnight\nPassword: ash",
+        # prose with colons and semicolons
+        "He nods.\nShe had two rules: never lie; second rule: never steal",
+        "ok so the plan: we sneak in through the cellar; the backup: tom waits outside",
     ],
 )
 def test_what_is_no_status_block_stays(text: str) -> None:
     assert without_status(text) == text
     assert status_fields(text) == {}
+
+
+def test_a_thought_in_a_sentence_is_a_field_of_the_block_and_prose_is_not() -> None:
+    thought = (
+        "\n\n---\n📍 Location: Inn\n💭 Thoughts: He looks tired. I hope he stays.\n🕐 Time: Night"
+    )
+    assert without_status("She smiles." + thought) == "She smiles."
+    # a "Key:" before more words than a field holds is the story's
+    prose = "Note: " + "the rain kept on and on over the roofs of the town " * 4
+    assert without_status(prose + thought) == prose.strip()
+    assert without_status(prose + "\nMood: calm\nWeather: rain\nTime: dusk") == prose.strip()
 
 
 def test_the_fields_place_and_day_of_a_status_block() -> None:
@@ -61,6 +86,17 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
     assert where_and_when("x" + FENCED) == ("old mill road", "day 2")
     assert where_and_when(TITLED + "x") == ("harbour office", "may 8")
     assert where_and_when("no status at all") == ("", "")
+    # one day however it is written; a posture is no place; a birthday is no time
+    assert where_and_when("x" + _status("Date: Monday, May 8")) == where_and_when(
+        "x" + _status("Date: May 8 (Monday)")
+    )
+    block = _status("Position: straddling his lap\nLocation: Bedroom\nBirthday: June 3")
+    assert where_and_when("x" + block) == ("bedroom", "")
+    assert status_fields("x" + _status("Time: Morning (9 a.m.)"))["time"] == "Morning (9 a.m.)"
+
+
+def _status(fields: str) -> str:
+    return f"\n\n```\nMood: calm\nWeather: rain\n{fields}\n```"
 
 
 def test_a_message_that_is_only_a_status_block_keeps_its_text_as_its_recap() -> None:

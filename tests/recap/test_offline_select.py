@@ -88,6 +88,15 @@ def test_a_rare_word_that_opens_a_sentence_is_a_name(rival: str) -> None:
     assert "Thistledown" in kept
 
 
+@pytest.mark.parametrize(
+    "opener", ["Sheepishly, she rubs her wrist.", "Mhm, she hums and looks away.", "Heyyy, you."]
+)
+def test_a_manner_or_a_sound_that_opens_a_sentence_is_no_name(opener: str) -> None:
+    fact = "The old clerk sent the long wire to Harlow at noon."
+    pieces = [Piece(0, "Kasimir", opener), Piece(1, "Kasimir", fact)]
+    assert render(choose(pieces, COUNTER.count(fact) + 4, COUNTER)) == f"Kasimir: {fact}"
+
+
 def test_a_sum_in_words_is_kept_over_description() -> None:
     """Prose spells out its prices: "four silver and six pence" is what is asked later, not
     the stabling it was counted from."""

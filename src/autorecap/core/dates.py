@@ -28,12 +28,14 @@ from dateutil import parser as date_parser
 _HUMANIZED = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2}) ?@ ?(\d{1,2})h ?(\d{1,2})m ?(\d{1,2})s(?: ?(\d{1,3}) ?ms)?$"
 )
-_ZONE_NAME = re.compile(r"\s*\([^()]*\)\s*$")
+_ZONE_NAME = re.compile(r"(?<=[+-]\d{4})\s*\([^()]*\)\s*$")
 """The zone's name in words after a JavaScript `Date`'s text ("... GMT+0200 (Central European
 Summer Time)"): the offset before it says the same."""
 _NAMED_OFFSET = re.compile(r"\b(?:GMT|UTC)\s*([+-])(\d{1,2})(?::?(\d{2}))?\b")
 """"GMT+0200", "UTC+3": an offset east of Greenwich, as JavaScript and people write it
 (dateutil reads "GMT+3" the POSIX way, three hours west)."""
+_BRACKETED_OFFSET = re.compile(r"\(\s*((?:GMT|UTC)?\s*[+-]\d{1,2}(?::?\d{2})?)\s*\)")
+""""(+0200)", "(UTC+2)": an offset in brackets, read as the offset."""
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
 """"2023年5月8日 13:56", as Chinese and Japanese write a date."""
 _NO_DATE = datetime(1970, 1, 1)
@@ -116,6 +118,7 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
             return None
     try:
         parsed = date_parser.parse(_plain(text), default=_NO_DATE, dayfirst=day_first)
+        parsed.utcoffset()  # an offset of a day or more ("GMT+24") is no zone
     except (ValueError, OverflowError):
         return None
     # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.
@@ -124,8 +127,10 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
 
 def _plain(text: str) -> str:
     """The text as dateutil reads it right: no zone name in words after the offset, an offset
-    written "GMT+0200" as "+02:00", a date written with 年, 月 and 日 in ISO order."""
+    out of its brackets, one written "GMT+0200" as "+02:00", a date written with 年, 月 and 日
+    in ISO order."""
     text = _ZONE_NAME.sub("", text)
+    text = _BRACKETED_OFFSET.sub(r"\1", text)
     text = _NAMED_OFFSET.sub(lambda m: f" {m[1]}{int(m[2]):02d}:{m[3] or '00'}", text)
     return _CJK_DATE.sub(lambda m: f"{m[1]}-{int(m[2]):02d}-{int(m[3]):02d} ", text)
 

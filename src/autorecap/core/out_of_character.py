@@ -22,7 +22,7 @@ _NOTE = re.compile(
 def in_character(text: str) -> str:
     """`text` without its notes out of character (each left as a space) and its status
     blocks."""
-    text = without_status(text)
+    text = without_status(text) or text  # a message that is only a status block keeps it
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text
     return _NOTE.sub(" ", text)

@@ -9,8 +9,10 @@ fields that say where and when the scene is and how the characters stand, such a
 or one line of them ("[Location: The Rusty Anchor | Time: Day 3 | HP: 80/100]"), often in a
 code fence or in HTML (`<details><summary>Status</summary>...</details>`). Printed again on
 every message with a number or two changed, a block is no event of the story: recaps that kept
-it kept "Affection: 37/100" instead of what was said. `without_status` leaves the blocks out;
-`status_fields` reads their fields.
+it kept "Affection: 37/100" instead of what was said. A block is told from a list the story
+gives (a packing list, a letter's header, a case file, a script of lines) by its fields: three
+of them must be what trackers keep count of (where, when, moods, clothes, gauges), or two and
+a tracker's mark. `without_status` leaves the blocks out; `status_fields` reads their fields.
 
 May import: nothing of autorecap.
 """
@@ -23,26 +25,36 @@ _TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)[^<>]*>")
 _BREAK_TAGS = frozenset({"br", "p", "div", "details", "summary", "li", "tr", "table", "ul", "hr"})
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$")
 _RULE = re.compile(r"^\s*(?:[-*_=~•·─━]\s*){3,}$")
-_KEY = r"[A-Za-z][\w'’ ./&-]{0,28}?"
+_KEY = r"[^\W\d_][\w'’./&-]*(?:[ ][\w'’./&-]+){0,2}?"
+"""A field's name: one to three words."""
 _FIELD = re.compile(
-    # decoration (emoji, bullets, quote marks, markup), the key, a colon, a short value
-    rf"^[^\w\n]{{0,8}}({_KEY})[*_]{{0,2}}\s*[:：]\s*[*_]{{0,2}}(\S.{{0,119}})$"
+    # decoration (emoji, bullets, quote marks, markup), the key, a colon, the value
+    rf"^[^\w\n]{{0,8}}({_KEY})[*_]{{0,2}}\s*[:：]\s*[*_]{{0,2}}(\S.{{0,239}})$"
 )
-_SEGMENT = re.compile(rf"(?:^|[|•;])\s*[^\w|•;]{{0,6}}({_KEY})\s*[:：]\s*([^|•;]+)")
+_SEGMENT = re.compile(rf"(?:^|[|•])\s*[^\w|•]{{0,6}}({_KEY})\s*[:：]\s*([^|•]+)")
 _HEADING = re.compile(
-    r"^(?:#{1,4}\s*|\*\*|__|\[|【)\s*[A-Za-z][\w' ]{0,24}\s*(?:\*\*|__|\]|】)?\s*[:：]?$"
-    r"|^[A-Za-z][\w' ]{0,24}[:：]$"
+    r"^(?:#{1,4}\s*|\*\*|__|\[|【|『)\s*[^\W\d_][\w' ]{0,24}\s*(?:\*\*|__|\]|】|』)?\s*[:：]?$"
+    r"|^(?i:status|stats|tracker|info|scene info|character status)\s*[:：]?$"
 )
 """A title over the fields ("**Status**", "[Stats]", "## Tracker", "Status:")."""
-_SPEECH_END = re.compile(r"[!?…]$|(?<!\d)\.$")
-"""A value that ends as a sentence does (not "8 p.m.", not "Day 3."): a line of a script."""
-_MARKED = re.compile(r"\d+\s*/\s*\d+|\d+\s*%|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
-"""What a tracker has and a speaker's lines rarely do: a gauge ("35/100", "80%") or an emoji."""
-FIELDS_ALONE = 3
-"""Fields in a row that make a block with no fence, rule, tag or gauge around them (two lines
-"Mae: Hi." and "Tom: Hey." are a script, not a tracker)."""
-LONGEST_VALUE_WORDS = 12
-"""A field's value is a few words; a line with a longer one after a colon is speech."""
+_TRACKER_KEY = re.compile(
+    r"\b(?:locations?|place|setting|scene|area|whereabouts|time|date|day|weather|season"
+    r"|temperature|mood|emotions?|feelings?|outfit|clothing|clothes|attire|wearing|affection"
+    r"|relationship|love|trust|lust|arousal|hp|health|mp|mana|energy|stamina|hunger|thirst"
+    r"|status|thoughts?|goal|objective|posture)\b|地点|时间|日期|天气|心情|好感|服装|状态|位置",
+    re.IGNORECASE,
+)
+"""What trackers keep count of: where, when, the weather, moods, clothes, gauges. A block needs
+two such fields (or one and a tracker's mark): "Gold", "Rope", "To", "From", "Suspect" or a
+speaker's name is no tracker's field, and a packing list, a letter's header, a case file or a
+script of lines keeps its text."""
+_MARK = re.compile(r"\d+\s*/\s*(?:5|10|100|1000)\b|\d+\s*%|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
+"""What a tracker has and a story's lines rarely do: a gauge ("35/100", "80%") or an emoji."""
+TRACKED_ALONE = 3
+"""A tracker's fields that make a block with no mark around them: "Time: 8 p.m." and "Place:
+the old chapel" under a note are the story's."""
+LONGEST_VALUE_WORDS = 40
+"""A field's value is a few words, or a thought in a sentence or two; longer is prose."""
 
 
 def without_status(text: str) -> str:
@@ -66,7 +78,7 @@ def status_fields(text: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line, _tagged in [*lines[:start], *lines[end:]]:
         for key, value in _fields_of(line):
-            fields.setdefault(key.strip().lower(), value.strip(" *_`[]()"))
+            fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
     return fields
 
 
@@ -94,7 +106,7 @@ def _lines(text: str) -> list[tuple[str, bool]]:
 
 def _fields_of(line: str) -> list[tuple[str, str]]:
     """The `Key: value` fields a line holds: one, or several in a row ("A: x | B: y")."""
-    plain = line.strip().strip("[]()`").strip()
+    plain = line.strip().strip("[]`").strip()
     segments = _SEGMENT.findall(plain)
     if len(segments) >= 2:
         return [(k, v) for k, v in segments if _value(v)]
@@ -105,14 +117,9 @@ def _fields_of(line: str) -> list[tuple[str, str]]:
 
 
 def _value(value: str) -> bool:
-    """Whether what follows a colon reads as a field's value, not as speech."""
+    """Whether what follows a colon reads as a field's value, not as prose."""
     bare = value.strip().strip("*_`\"“”'’").strip()
-    return (
-        bool(bare)
-        and len(bare.split()) <= LONGEST_VALUE_WORDS
-        and value.strip()[:1] not in "\"“'‘"
-        and not _SPEECH_END.search(bare)
-    )
+    return bool(bare) and len(bare.split()) <= LONGEST_VALUE_WORDS
 
 
 def _block_bounds(lines: list[tuple[str, bool]]) -> tuple[int, int]:
@@ -131,8 +138,9 @@ def _block_bounds(lines: list[tuple[str, bool]]) -> tuple[int, int]:
 
 def _block_length(lines: list[tuple[str, bool]]) -> int:
     """How many lines from the top are a status block (0: none): fields, with the blanks,
-    fences, rules and titles among them, the fields' keys all different, and enough of a
-    tracker's marks (`FIELDS_ALONE` fields, or a fence, rule, tag, gauge or emoji)."""
+    fences, rules and titles among them, the fields' keys all different, `TRACKED_ALONE` of
+    them a tracker's (`_TRACKER_KEY`), or two and a tracker's mark (a fence, a tag, a title, a
+    gauge, an emoji, several fields on one line)."""
     keys: list[str] = []
     marked = False
     taken = 0
@@ -141,11 +149,11 @@ def _block_length(lines: list[tuple[str, bool]]) -> int:
         fields = _fields_of(stripped) if stripped else []
         if fields:
             keys.extend(k.strip().lower() for k, _v in fields)
-            marked = marked or tagged or len(fields) >= 2 or bool(_MARKED.search(stripped))
+            marked = marked or tagged or len(fields) >= 2 or bool(_MARK.search(stripped))
             taken = at + 1
-        elif not stripped or _FENCE.match(stripped) or _RULE.match(stripped):
-            marked = marked or bool(stripped)
-        elif tagged and not stripped.strip("<>/ "):
+        elif not stripped or _RULE.match(stripped):
+            continue
+        elif _FENCE.match(stripped) or (tagged and not stripped.strip("<>/ ")):
             marked = True
         elif _HEADING.match(stripped) or (tagged and _title(stripped)):
             marked = True
@@ -159,7 +167,8 @@ def _block_length(lines: list[tuple[str, bool]]) -> int:
         taken = len(lines)  # the whole message: fields, and what decorates them
     if len(keys) < 2 or len(set(keys)) < len(keys):
         return 0
-    if not marked and len(keys) < FIELDS_ALONE:
+    tracked = sum(1 for key in keys if _TRACKER_KEY.search(key))
+    if tracked < TRACKED_ALONE and not (tracked >= 2 and marked):
         return 0
     # the blanks and decoration just after the last field go with the block
     while taken < len(lines) and _decoration(lines[taken][0]):
@@ -177,8 +186,12 @@ def _decoration(line: str) -> bool:
     return not stripped or bool(_FENCE.match(stripped) or _RULE.match(stripped))
 
 
-_PLACE_KEY = re.compile(r"locat|place|where|setting|area|position|^scene$", re.IGNORECASE)
-_TIME_KEY = re.compile(r"time|date|day|when", re.IGNORECASE)
+_PLACE_KEYS = (
+    re.compile(r"\blocat", re.IGNORECASE),
+    re.compile(r"\b(?:place|setting|scene|area|whereabouts)\b|地点|位置", re.IGNORECASE),
+)
+"""Where a status block says the scene is: a location before any other place."""
+_TIME_KEY = re.compile(r"\b(?:time|date|day|when)\b|时间|日期", re.IGNORECASE)
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _DAY = re.compile(
     rf"\bday\s*\d+|\b\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?"
@@ -194,7 +207,11 @@ def status_place(text: str) -> str:
 
 
 def _place(fields: dict[str, str]) -> str:
-    return next((v for k, v in fields.items() if _PLACE_KEY.search(k)), "")
+    for key in _PLACE_KEYS:
+        found = next((v for k, v in fields.items() if key.search(k)), "")
+        if found:
+            return found
+    return ""
 
 
 def where_and_when(text: str) -> tuple[str, str]:
@@ -205,6 +222,7 @@ def where_and_when(text: str) -> tuple[str, str]:
         return "", ""
     place = _place(fields)
     times = " ".join(v for k, v in fields.items() if _TIME_KEY.search(k))
-    day = " ".join(m.group(0) for m in _DAY.finditer(times))
+    # in any order ("Monday, May 8" and "May 8 (Monday)" are one day)
+    day = sorted({" ".join(m.group(0).lower().split()) for m in _DAY.finditer(times)})
     place = re.sub(r"^the\s+", "", " ".join(place.lower().split()))
-    return place, " ".join(day.lower().split())
+    return place, " ".join(day)

@@ -138,7 +138,7 @@ def _candidates(
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
     turns = [
         Turn(
-            without_status(text),
+            without_status(text) or text,
             speaker,
             m.is_narrator,
             m.is_hidden,

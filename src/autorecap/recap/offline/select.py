@@ -408,6 +408,9 @@ this (wordfreq's Zipf scale: "Bluefinch" 0, "Kasimir" 1.4, "Chrysanthemum" 2.6, 
 4.5). Measured with `autorecap eval` at 2,000 tokens against none: planted facts in the running
 recap 236 -> 240 of 280 on the dev chats and 500 -> 504 of 556 on the generated ones, with
 recall 255 -> 254 and 506 the same (1.5: 239 and 256, 500; 2.0: 239 and 254, 501)."""
+_NO_NAME = re.compile(r"ly$|(.)\1\1|^[^aeiouy]+$|^.{1,3}$")
+"""What no name looks like though English rarely writes it: a manner ("Sheepishly,"), a sound
+drawn out ("Heyyy", "Mmph", "Eep")."""
 _OPENING = re.compile(r"(?:^|[.!?…]\s+)[\"“'‘*(\[]*([A-ZÀ-Ý][a-zà-ÿ'’]+)")
 
 
@@ -417,7 +420,7 @@ def _word_values(text: str) -> dict[str, float]:
     # meant all safe", "Thistledown."): a capital there says nothing, its rarity does.
     for match in _OPENING.finditer(text):
         word = _POSSESSIVE.sub("", match.group(1).lower())
-        if rarity(word) > 7.0 - OPENING_NAME_ZIPF:
+        if rarity(word) > 7.0 - OPENING_NAME_ZIPF and not _NO_NAME.search(word):
             capitals.add(word)
     told = {
         _POSSESSIVE.sub("", w.lower()).strip("'’-")
