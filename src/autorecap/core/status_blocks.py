@@ -45,9 +45,9 @@ _TRACKER_KEY = re.compile(
     re.IGNORECASE,
 )
 """What trackers keep count of: where, when, the weather, moods, clothes, gauges. A block needs
-two such fields (or one and a tracker's mark): "Gold", "Rope", "To", "From", "Suspect" or a
-speaker's name is no tracker's field, and a packing list, a letter's header, a case file or a
-script of lines keeps its text."""
+`TRACKED_ALONE` such fields, or two and a tracker's mark: "Gold", "Rope", "To", "From",
+"Suspect" or a speaker's name is no tracker's field, and a packing list, a letter's header, a
+case file or a script of lines keeps its text."""
 _MARK = re.compile(r"\d+\s*/\s*(?:5|10|100|1000)\b|\d+\s*%|[\U0001F300-\U0001FAFF\u2600-\u27BF]")
 """What a tracker has and a story's lines rarely do: a gauge ("35/100", "80%") or an emoji."""
 TRACKED_ALONE = 3
