@@ -12,7 +12,8 @@ every message with a number or two changed, a block is no event of the story: re
 it kept "Affection: 37/100" instead of what was said. A block is told from a list the story
 gives (a packing list, a letter's header, a case file, a script of lines) by its fields: three
 of them must be what trackers keep count of (where, when, moods, clothes, gauges), or two and
-a tracker's mark. `without_status` leaves the blocks out; `status_fields` reads their fields.
+a tracker's mark. `without_status` leaves the blocks out; `status_fields` reads their fields;
+`split_status` does both at once.
 
 May import: nothing of autorecap.
 """
@@ -59,27 +60,28 @@ LONGEST_VALUE_WORDS = 40
 
 def without_status(text: str) -> str:
     """`text` without the status blocks at its start and end (the rest as it was)."""
-    if ":" not in text and "：" not in text:
-        return text
-    lines = _lines(text)
-    start, end = _block_bounds(lines)
-    if start == 0 and end == len(lines):
-        return text
-    return "\n".join(line for line, _tagged in lines[start:end]).strip()
+    return split_status(text)[0]
 
 
 def status_fields(text: str) -> dict[str, str]:
     """The fields of the status blocks at the start and end of `text`, by their key in lower
     case without decoration ("location": "The Rusty Anchor"); {} when it has none."""
+    return split_status(text)[1]
+
+
+def split_status(text: str) -> tuple[str, dict[str, str]]:
+    """`without_status` and `status_fields` of `text`, read once."""
     if ":" not in text and "：" not in text:
-        return {}
+        return text, {}
     lines = _lines(text)
     start, end = _block_bounds(lines)
+    if start == 0 and end == len(lines):
+        return text, {}
     fields: dict[str, str] = {}
     for line, _tagged in [*lines[:start], *lines[end:]]:
         for key, value in _fields_of(line):
             fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
-    return fields
+    return "\n".join(line for line, _tagged in lines[start:end]).strip(), fields
 
 
 def _lines(text: str) -> list[tuple[str, bool]]:
@@ -217,12 +219,15 @@ def _place(fields: dict[str, str]) -> str:
 def where_and_when(text: str) -> tuple[str, str]:
     """The place a message's status block gives and the day of its time, each in lower case
     ("" when it gives none): what a scene's cues compare from one status to the next."""
-    fields = status_fields(text)
+    return place_and_day(status_fields(text))
+
+
+def place_and_day(fields: dict[str, str]) -> tuple[str, str]:
+    """`where_and_when` from a status block's fields (`status_fields`)."""
     if not fields:
         return "", ""
-    place = _place(fields)
     times = " ".join(v for k, v in fields.items() if _TIME_KEY.search(k))
     # in any order ("Monday, May 8" and "May 8 (Monday)" are one day)
     day = sorted({" ".join(m.group(0).lower().split()) for m in _DAY.finditer(times)})
-    place = re.sub(r"^the\s+", "", " ".join(place.lower().split()))
+    place = re.sub(r"^the\s+", "", " ".join(_place(fields).lower().split()))
     return place, " ".join(day)

@@ -17,7 +17,7 @@ from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import said, spoken
 from autorecap.core.scenes import break_indexes, mark_break
-from autorecap.core.status_blocks import where_and_when, without_status
+from autorecap.core.status_blocks import place_and_day, split_status
 from autorecap.core.tokens import get_counter
 from autorecap.pacing import pause
 from autorecap.recap.backend import RecapBackend, SceneBreakRequest, SceneMessage
@@ -138,7 +138,7 @@ def _candidates(
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
     turns = [
         Turn(
-            without_status(text) or text,
+            story or text,
             speaker,
             m.is_narrator,
             m.is_hidden,
@@ -149,7 +149,8 @@ def _candidates(
         )
         for m in part
         for speaker, text in [spoken(m)]
-        for where, day in [where_and_when(text)]
+        for story, fields in [split_status(text)]
+        for where, day in [place_and_day(fields)]
     ]
     scored = [replace(c, index=c.index + low) for c in score_scene_starts(turns)]
     return scored, threshold_for(turns)

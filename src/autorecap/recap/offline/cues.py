@@ -217,11 +217,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         if place:
             cues["place"] = place
         if turn.status_place or turn.status_day:
-            status = _status_cues(turn, last_status)
-            if status.get("place", 0.0) > cues.get("place", 0.0):
-                cues["place"] = status["place"]
-            if status.get("time", 0.0) > cues.get("time", 0.0):
-                cues["time"] = status["time"]
+            for name, value in _status_cues(turn, last_status).items():
+                cues[name] = max(cues.get(name, 0.0), value)
             last_status = turn
         cast = _cast_change(turns, index, window)
         if cast:
