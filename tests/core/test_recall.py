@@ -438,6 +438,10 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("Where did Maudry fall?", {"place"}),
         ("At what address did Corvane ask them to call?", {"place"}),
         ("The rain has stopped, let's go.", set()),
+        ("What password did Sefa give the keeper?", {"words"}),
+        ("What was the new gate word at Saltmarrow?", {"words"}),
+        ("What did Tobiah answer at the hatch?", {"words"}),
+        ("What did Veyra whisper through the grille?", {"words"}),
     ],
 )
 def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str]) -> None:
@@ -481,6 +485,59 @@ def test_the_answer_a_sentence_or_two_after_the_match_is_kept() -> None:
     assert "Patience Dray" in found.text
     assert found.text.index("brother") < found.text.index("Patience Dray")
     assert COUNTER.count(found.text) <= PIECE_TOKENS
+
+
+def _long(sentences: dict[int, str], count: int = 30) -> str:
+    """A long message of filler sentences (no quote, number or name) with these in place."""
+    filler = ["the tide was low and the gulls were loud over the flats."] * count
+    for at, sentence in sentences.items():
+        filler[at] = sentence
+    text = " ".join(s[0].upper() + s[1:] for s in filler)
+    assert COUNTER.count(text) > PIECE_TOKENS
+    return text
+
+
+def test_a_question_about_what_was_said_keeps_the_spoken_words() -> None:
+    # The hatch is named in several sentences; the words given at it are a quote with no asked
+    # word, after the knock.
+    text = _long(
+        {
+            8: "Rosa and Tobiah move aside a rack of wet coveralls and find the hatch.",
+            9: "Tobiah knocks on the hatch: three quick, two slow.",
+            10: "A voice comes muffled through the steel.",
+            11: '"Salt and ember," he says, with great seriousness.',
+            20: "The hatch swings inward on oiled hinges.",
+            24: "Tobiah closes the hatch behind them and bolts it.",
+        }
+    )
+    chat = chat_of(message(text, hidden=True))
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What did Tobiah answer at the hatch?", COUNTER)
+    assert "Salt and ember" in found.text
+    assert COUNTER.count(found.text) <= PIECE_TOKENS
+
+
+def test_a_name_said_just_before_the_match_is_kept() -> None:
+    text = _long(
+        {
+            10: "That's the Marguerite Bell, out of Harwich, forty ton and leaky.",
+            11: "Old Sam Tilley has had her thirty years.",
+            12: "She brings the mail, the papers and coal for the coastguard.",
+            20: "the mail was sorted on an upturned fish box.",
+        }
+    )
+    chat = chat_of(message(text, hidden=True))
+    (found,) = recall_pieces(
+        chat, [(0, 1.0)], "What was the ketch that brought the mail called?", COUNTER
+    )
+    assert "Marguerite Bell" in found.text
+
+
+def test_an_answer_in_the_sentence_after_the_match_counts_the_answer_boost() -> None:
+    text = _long({12: '"Jory lent him the lot.', 13: 'Eleven pounds four shillings, by Lammas."'})
+    chat = chat_of(message(text, hidden=True))
+    (found,) = recall_pieces(chat, [(0, 2.0)], "How much did Jory lend him?", COUNTER)
+    assert "Eleven pounds" in found.text
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST)
 
 
 def test_without_a_question_word_only_the_next_sentence_follows_a_match() -> None:

@@ -2,7 +2,8 @@
 (`query_words`, and the other forms of its irregular verbs, `query_forms`), the same words as
 the index reads a text (`text_words`, `asked_words`), and the kinds of answer a question wants
 (`answer_kinds`: a number for "how much", a date for "when", a name for "who", a place for
-"where") and whether a sentence holds one (`holds_answer`).
+"where", words said for "what password", "what did she whisper") and whether a sentence holds
+one (`holds_answer`).
 
 May import: core.
 """
@@ -98,7 +99,17 @@ _KIND_CUES = (
     ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
     ("name", re.compile(r"\b(who|whom|whose|which|name[ds]?|called)\b", re.I)),
     ("place", re.compile(r"\b(where|address|what (street|town|city|village|country))\b", re.I)),
+    (
+        "words",
+        re.compile(
+            r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|code ?words?|phrases?|motto"
+            r"|words?|what did (\S+ ){1,4}(say|answer|reply|whisper|shout|mutter|tell|write))\b",
+            re.I,
+        ),
+    ),
 )
+_QUOTED = re.compile(r"[\"“”«»]")
+"""Words said: a password, a question's answer, a whisper are quoted in the story."""
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"
@@ -118,16 +129,19 @@ _CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
 
 def answer_kinds(query: str) -> frozenset[str]:
     """The kinds of answer a question wants, from its question words: "number", "date",
-    "name", "place" (none for a message that asks nothing)."""
+    "name", "place", "words" (none for a message that asks nothing)."""
     return frozenset(kind for kind, cue in _KIND_CUES if cue.search(query))
 
 
 def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
     """Whether a sentence holds an answer of a wanted kind that the question does not
-    already say: a number, a date, or a name (a capitalised word not at its start)."""
+    already say: a number, a date, words in quotes, or a name (a capitalised word not at its
+    start)."""
     if ("number" in wanted and _NUMBER.search(sentence)) or (
         "date" in wanted and _DATE.search(sentence)
     ):
+        return True
+    if "words" in wanted and _QUOTED.search(sentence):
         return True
     if wanted & {"name", "place"}:
         return any(not (asked & text_words(m.group(0))) for m in _CAPITALISED.finditer(sentence))

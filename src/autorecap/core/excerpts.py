@@ -24,6 +24,13 @@ _MARKUP = re.compile(r"[*_~`]+")
 _ACTION = re.compile(r"\*[^*]*\*")
 """A gesture between asterisks ("*She leans in and whispers.*")."""
 _LETTER = re.compile(r"[^\W_]")
+_AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
+"""Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
+at what share of its worth: the answer comes up to three sentences after the match ("Jory lent
+him the lot. Eleven pounds four shillings"), or just before it ("That's the Marguerite Bell
+[...] She brings the mail"). Measured with `autorecap eval` on the dev and generated chats
+(two sentences after, before): planted facts with recall 247 -> 249 of 300 and 501 -> 505 of
+556 at 1,000 tokens, unchanged at 2,000, 274 -> 275 of 300 (dev) at 4,000."""
 
 
 def excerpt_of(
@@ -40,9 +47,10 @@ def excerpt_of(
     A sentence is worth the words asked that it holds, each by how few of the message's
     sentences hold it: a word found once points at its sentence, a word every sentence shares
     (the scene's place, the cast) at none in particular. When the question wants a kind of
-    answer (`answer_kinds`: a number, a name, a date), the two sentences after a match are
-    worth half of it if they hold one, since the answer often comes a sentence or two later
-    ("I had a boat with my brother. [...] She was called the Patience Dray.")."""
+    answer (`answer_kinds`: a number, a name, a date, words said), the sentences around a
+    match that hold one (`_AROUND`) are worth a share of it, since the answer often comes a
+    sentence or two later ("I had a boat with my brother. [...] She was called the Patience
+    Dray.")."""
     plain = " ".join(_MARKUP.sub("", text).split())
     if counter.count(plain) <= limit:
         return plain
@@ -57,11 +65,13 @@ def excerpt_of(
             continue
         # a match that also holds the kind of answer asked for beats one that only matches
         worth[i] = max(worth.get(i, 0.0), value * (1.25 if answers[i] else 1.0))
-        for step in (1, 2):  # what follows a match, worth a little less
+        for step, share in _AROUND:  # what follows a match (or comes just before it)
             j = i + step
-            if j < len(sentences) and (answers[j] or (step == 1 and not wanted)):
-                worth[j] = max(worth.get(j, 0.0), value / 2)
-            elif j < len(sentences) and step == 1:
+            if not 0 <= j < len(sentences):
+                continue
+            if answers[j] or (step == 1 and not wanted):
+                worth[j] = max(worth.get(j, 0.0), value * share)
+            elif step == 1:
                 worth[j] = max(worth.get(j, 0.0), value / 3)
     keep: list[int] = []
     spent = 0
@@ -82,11 +92,14 @@ def excerpt_of(
 
 
 def excerpt_answers(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
-    """Whether a sentence of the excerpt that matches the question holds a wanted answer."""
+    """Whether a sentence of the excerpt that matches the question, or the one after it, holds
+    a wanted answer."""
+    sentences = _SENTENCE.split(excerpt)
+    matched = [bool(asked & text_words(sentence)) for sentence in sentences]
     return any(
         holds_answer(sentence, wanted, asked)
-        for sentence in _SENTENCE.split(excerpt)
-        if asked & text_words(sentence)
+        for i, sentence in enumerate(sentences)
+        if matched[i] or (i > 0 and matched[i - 1])
     )
 
 
