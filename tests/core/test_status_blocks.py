@@ -16,6 +16,13 @@ HTML = (
 )
 TITLED = "**Status**\nLocation: Harbour office\nTime: May 8, dawn\n\n"
 PLAIN = "\n\nLocation: Harbour office\nTime: May 8, dawn\nMood: grim"
+TABLE = "\n\n| Location | Time | Mood |\n|:---|---|---:|\n| Tavern | Day 3, evening | Tense |"
+TABLE_ROWS = (
+    "\n\n| Stat | Value |\n|---|---|\n| **Location** | Tavern |\n| Time | Day 3 |\n"
+    "| Affection | 35/100 |"
+)
+KEYLESS = "\n\n📍 The Rusty Anchor | 🕐 Day 3, evening | ❤️ 35/100"
+KEYLESS_LINES = "\n\n📍 The Rusty Anchor\n🕐 Day 3, evening\n❤️ 35/100"
 
 
 @pytest.mark.parametrize(
@@ -28,6 +35,12 @@ PLAIN = "\n\nLocation: Harbour office\nTime: May 8, dawn\nMood: grim"
         ("The gulls scream." + PLAIN, "The gulls scream."),
         ("*She smiles*\n\n---\nLocation: Inn\nTime: Night\nMood: calm", "*She smiles*"),
         ("Okay!\n\nHP: 80/100\nMP: 20/50", "Okay!"),  # two gauges
+        # a Markdown table: a row of values under its keys, or a key and a value per row
+        ("He nods." + TABLE, "He nods."),
+        ("He nods." + TABLE_ROWS, "He nods."),
+        # emoji standing for the keys
+        ("He nods." + KEYLESS, "He nods."),
+        ("He nods." + KEYLESS_LINES, "He nods."),
     ],
 )
 def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: str) -> None:
@@ -58,6 +71,12 @@ def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: st
         # prose with colons and semicolons
         "He nods.\nShe had two rules: never lie; second rule: never steal",
         "ok so the plan: we sneak in through the cellar; the backup: tom waits outside",
+        # a table the story gives, a plan in a text message, an emoji in a sentence
+        "The price list:\n\n| Item | Price |\n|---|---|\n| Rope | 5 |\n| Torch | 2 |",
+        "The schedule:\n\n| Time | Place |\n|---|---|\n| 9am | Dock |\n| 3pm | Mill |",
+        "📍 Paris\n🕐 3pm\n\nsee you there!",
+        "Found it ❤️\n📍 Paris",
+        "He nods.\n\n| Location | Tavern |\n| Time | Day 3 |",
     ],
 )
 def test_what_is_no_status_block_stays(text: str) -> None:
@@ -83,6 +102,14 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
         "affection": "35/100",
     }
     assert where_and_when("x" + EMOJI) == ("rusty anchor", "day 3")
+    for block in (KEYLESS, KEYLESS_LINES):
+        assert status_fields("x" + block) == status_fields("x" + EMOJI)
+    assert status_fields("x" + TABLE) == {
+        "location": "Tavern",
+        "time": "Day 3, evening",
+        "mood": "Tense",
+    }
+    assert where_and_when("x" + TABLE_ROWS) == ("tavern", "day 3")
     assert where_and_when("x" + FENCED) == ("old mill road", "day 2")
     assert where_and_when(TITLED + "x") == ("harbour office", "may 8")
     assert where_and_when("no status at all") == ("", "")

@@ -6,8 +6,9 @@ fields that say where and when the scene is and how the characters stand, such a
     🕐 Time: Day 3, evening
     ❤️ Affection: 35/100
 
-or one line of them ("[Location: The Rusty Anchor | Time: Day 3 | HP: 80/100]"), often in a
-code fence or in HTML (`<details><summary>Status</summary>...</details>`). Printed again on
+or one line of them ("[Location: The Rusty Anchor | Time: Day 3 | HP: 80/100]"), emoji with no
+keys ("📍 The Rusty Anchor | 🕐 Day 3"), a Markdown table, often in a code fence or in HTML
+(`<details><summary>Status</summary>...</details>`). Printed again on
 every message with a number or two changed, a block is no event of the story: recaps that kept
 it kept "Affection: 37/100" instead of what was said. A block is told from a list the story
 gives (a packing list, a letter's header, a case file, a script of lines) by its fields: three
@@ -71,14 +72,15 @@ def status_fields(text: str) -> dict[str, str]:
 
 def split_status(text: str) -> tuple[str, dict[str, str]]:
     """`without_status` and `status_fields` of `text`, read once."""
-    if ":" not in text and "：" not in text:
+    if not _MAY_HOLD.search(text):
         return text, {}
     lines = _lines(text)
-    start, end = _block_bounds(lines)
+    read = _as_fields(lines)
+    start, end = _block_bounds(read)
     if start == 0 and end == len(lines):
         return text, {}
     fields: dict[str, str] = {}
-    for line, _tagged in [*lines[:start], *lines[end:]]:
+    for line, _tagged in [*read[:start], *read[end:]]:
         for key, value in _fields_of(line):
             fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
     return "\n".join(line for line, _tagged in lines[start:end]).strip(), fields
@@ -104,6 +106,93 @@ def _lines(text: str) -> list[tuple[str, bool]]:
             current += pieces[at + 2]
         out.append((current, True))
     return out
+
+
+_EMOJI_KEYS = {
+    "location": "📍🗺🏠🏙🌍",
+    "time": "🕐🕑🕒🕓🕔🕕🕖🕗🕘🕙🕚🕛🕜🕝🕞🕟🕠🕡🕢🕣🕤🕥🕦🕧⏰⌚🕰⏳",
+    "date": "📅📆🗓",
+    "weather": "🌤⛅🌥🌦🌧⛈🌩🌨❄☀☁☔🌫",
+    "temperature": "🌡",
+    "affection": "❤💕💖💗💘💞💓💜💙💚🧡💛",
+    "mood": "😊🙂😐😶😢😠😡😳🎭",
+    "outfit": "👗👕👔🧥👘👚👖",
+    "thoughts": "💭🧠",
+    "health": "🩸",
+    "energy": "⚡🔋",
+}
+"""What a tracker's emoji stands for when it has no key after it ("📍 The Rusty Anchor |
+🕐 Day 3"): the key it is read with."""
+_EMOJI_OF = {emoji: key for key, emojis in _EMOJI_KEYS.items() for emoji in emojis}
+_EMOJI_KEY = re.compile(
+    "(?:^|[|•])\\s*([" + "".join(_EMOJI_OF) + "])\ufe0f?\\s*(?![^|•:：]{0,30}[:：])([^|•]+)"
+)
+"""A tracker's emoji and the value after it, with no key between ("📍 The Rusty Anchor")."""
+_MAY_HOLD = re.compile("[:：|" + "".join(_EMOJI_OF) + "]")
+"""What every status block has: a key's colon, a table's bar or a tracker's emoji."""
+_TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
+"""A Markdown table's row or rule."""
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _as_fields(lines: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """The lines as fields where a tracker writes them another way, one line for one line: a
+    Markdown table (`_table_fields`) and emoji standing for keys ("📍 The Rusty Anchor |
+    🕐 Day 3"). The story keeps what was written; this is only how a block is read."""
+    read = [(_emoji_fields(line), tagged) for line, tagged in lines]
+    at = 0
+    while at < len(read):
+        end = at
+        while end < len(read) and _TABLE_LINE.match(read[end][0]):
+            end += 1
+        if end == at:
+            at += 1
+            continue
+        table = _table_fields([line for line, _tagged in read[at:end]])
+        read[at:end] = [
+            (line, tagged) for line, (_old, tagged) in zip(table, read[at:end], strict=True)
+        ]
+        at = end
+    return read
+
+
+def _table_fields(rows: list[str]) -> list[str]:
+    """A Markdown table's rows as fields, one line for one row: one row of values under a row
+    of keys ("| Location | Time |", "|---|---|", "| Inn | Day 3 |"), or a key and a value per
+    row (under a row of titles when a rule follows the first). Its rules read as rules; a table
+    of another shape stays as it was (its rows are no fields)."""
+    ruled = [bool(_TABLE_RULE.match(row)) for row in rows]
+    cells = [[] if rule else _cells(row) for row, rule in zip(rows, ruled, strict=True)]
+    at = [i for i, rule in enumerate(ruled) if not rule]
+    out = ["---" if rule else row for row, rule in zip(rows, ruled, strict=True)]
+    if any(ruled) and len(at) == 2 and len(cells[at[0]]) == len(cells[at[1]]) >= 2:
+        keys, values = cells[at[0]], cells[at[1]]
+        out[at[0]] = " | ".join(f"{k}: {v}" for k, v in zip(keys, values, strict=True))
+        out[at[1]] = ""
+    elif all(len(cells[i]) == 2 for i in at):
+        for i in at:
+            titles = i == at[0] and i + 1 < len(rows) and ruled[i + 1]
+            out[i] = "" if titles else f"{cells[i][0]}: {cells[i][1]}"
+    return out
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells, without their markup."""
+    inner = row.strip().removeprefix("|").removesuffix("|")
+    return [cell.strip().strip("*_`").strip() for cell in inner.split("|")]
+
+
+def _emoji_fields(line: str) -> str:
+    """A line of a tracker's emoji with values and no keys, as fields (else as it was)."""
+    found = list(_EMOJI_KEY.finditer(line.strip()))
+    if not found or _TABLE_LINE.match(line):
+        return line
+    rest = _EMOJI_KEY.sub("", line.strip()).strip(" |•")
+    if rest:
+        return line  # something else on the line: the story's
+    # (the emoji go: standing for a key, they are no tracker's mark besides, and "📍 Paris"
+    # over "🕐 3pm" in a text message is a plan)
+    return " | ".join(f"{_EMOJI_OF[m.group(1)]}: {m.group(2).strip()}" for m in found)
 
 
 def _fields_of(line: str) -> list[tuple[str, str]]:
