@@ -435,6 +435,7 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("When did we first meet Elodie?", {"date"}),
         ("Who shot the captain?", {"name"}),
         ("What was the boat called?", {"name"}),
+        ("What nickname did Sando give me?", {"name"}),
         ("Where did Maudry fall?", {"place"}),
         ("At what address did Corvane ask them to call?", {"place"}),
         ("The rain has stopped, let's go.", set()),

@@ -97,7 +97,7 @@ _KIND_CUES = (
         ),
     ),
     ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
-    ("name", re.compile(r"\b(who|whom|whose|which|name[ds]?|called)\b", re.I)),
+    ("name", re.compile(r"\b(who|whom|whose|which|(?:nick)?name[ds]?|called|alias)\b", re.I)),
     ("place", re.compile(r"\b(where|address|what (street|town|city|village|country))\b", re.I)),
     (
         "words",
