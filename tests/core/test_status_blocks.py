@@ -122,6 +122,33 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
     assert status_fields("x" + _status("Time: Morning (9 a.m.)"))["time"] == "Morning (9 a.m.)"
 
 
+@pytest.mark.parametrize(
+    ("text", "place", "day"),
+    [
+        (
+            "Он кивает.\n\n📍 Локация: Таверна\n🕐 Время: День 3, вечер\n❤️ Отношения: 35/100",
+            "таверна",
+            "день 3",
+        ),
+        (
+            "Il hoche la tête.\n\n[Lieu: L'auberge | Heure: Jour 3, soir | Humeur: tendu]",
+            "l'auberge",
+            "jour 3",
+        ),
+        ("彼は頷いた。\n\n場所：酒場\n時間：3日目、夜\n気分：緊張", "酒場", "3日目"),
+        ("Er nickt.\n\nOrt: Die Mühle\nZeit: Tag 2\nStimmung: ruhig", "die mühle", "tag 2"),
+        (
+            "Ella asiente.\n\nUbicación: La posada\nHora: Día 3\nRopa: capa gris",
+            "la posada",
+            "día 3",
+        ),
+    ],
+)
+def test_a_status_block_in_another_language(text: str, place: str, day: str) -> None:
+    assert without_status(text) == text.split("\n\n")[0]
+    assert where_and_when(text) == (place, day)
+
+
 def _status(fields: str) -> str:
     return f"\n\n```\nMood: calm\nWeather: rain\n{fields}\n```"
 

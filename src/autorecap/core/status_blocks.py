@@ -43,7 +43,13 @@ _TRACKER_KEY = re.compile(
     r"\b(?:locations?|place|setting|scene|area|whereabouts|time|date|day|weather|season"
     r"|temperature|mood|emotions?|feelings?|outfit|clothing|clothes|attire|wearing|affection"
     r"|relationship|love|trust|lust|arousal|hp|health|mp|mana|energy|stamina|hunger|thirst"
-    r"|status|thoughts?|goal|objective|posture)\b|地点|时间|日期|天气|心情|好感|服装|状态|位置",
+    r"|status|thoughts?|goal|objective|posture"
+    # the same in the languages SillyTavern's users often play in
+    r"|lieu|heure|météo|humeur|tenue|ort|zeit|datum|wetter|stimmung|kleidung|ubicación|lugar"
+    r"|hora|fecha|clima|ánimo|ropa|local|data|humor|roupa|локация|место|время|дата|погода"
+    r"|настроение|одежда|отношения|здоровье)\b"
+    r"|地点|时间|日期|天气|心情|好感|服装|状态|位置|場所|時間|日付|天気|気分|好感度|体力|장소|시간"
+    r"|날짜|날씨|기분|호감도",
     re.IGNORECASE,
 )
 """What trackers keep count of: where, when, the weather, moods, clothes, gauges. A block needs
@@ -279,17 +285,27 @@ def _decoration(line: str) -> bool:
 
 _PLACE_KEYS = (
     re.compile(r"\blocat", re.IGNORECASE),
-    re.compile(r"\b(?:place|setting|scene|area|whereabouts)\b|地点|位置", re.IGNORECASE),
+    re.compile(
+        r"\b(?:place|setting|scene|area|whereabouts|lieu|ort|ubicación|lugar|local|локация"
+        r"|место)\b|地点|位置|場所|장소",
+        re.IGNORECASE,
+    ),
 )
 """Where a status block says the scene is: a location before any other place."""
-_TIME_KEY = re.compile(r"\b(?:time|date|day|when)\b|时间|日期", re.IGNORECASE)
+_TIME_KEY = re.compile(
+    r"\b(?:time|date|day|when|heure|zeit|datum|hora|fecha|data|время|дата)\b"
+    r"|时间|日期|時間|日付|시간|날짜",
+    re.IGNORECASE,
+)
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _DAY = re.compile(
-    rf"\bday\s*\d+|\b\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?"
+    rf"\b(?:day|jour|tag|d[íi]a|день)\s*\d+|第\s*\d+\s*[天日]|\d+\s*日目"
+    rf"|\b\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?"
     rf"{_MONTH}|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b",
     re.IGNORECASE,
 )
-"""The day in a status's time ("Day 3", "3 May", "2023-05-08", "Tuesday"), not its hour."""
+"""The day in a status's time ("Day 3", "Jour 3", "3日目", "3 May", "2023-05-08", "Tuesday"),
+not its hour."""
 
 
 def status_place(text: str) -> str:
