@@ -40,7 +40,9 @@ _IRREGULAR = """
     spin spun | sting stung | strike struck | swear swore sworn | swim swam swum
     swing swung | tear tore torn | wake woke woken | weep wept | bleed bled | bind bound
     dig dug | feed fed | flee fled | forgive forgave forgiven
+    die died dies dying | lie lied lies lying | tie tied ties tying
     """
+"""(and the verbs in -ie, whose forms Porter's stemmer parts: "die", "di", "dy")"""
 _FORMS: dict[str, tuple[str, ...]] = {
     form: tuple(other for other in group if other != form)
     for group in (part.split() for line in _IRREGULAR.splitlines() for part in line.split("|"))

@@ -290,8 +290,10 @@ def _build_chat(
         if when is not None and dates != "none":
             message["send_date"] = format_date(when, dates)
         message["mes"] = text
-        message["extra"] = {"type": "narrator"} if name == "Narrator" else {}
-        if group and name not in (user, "Narrator"):
+        # (a card named "Narrator" is the character, as SillyTavern has it)
+        narrator = name == "Narrator" and char != "Narrator"
+        message["extra"] = {"type": "narrator"} if narrator else {}
+        if group and not narrator and name != user:
             message["original_avatar"] = f"{name}.png"
             message["force_avatar"] = f"characters/{name}.png"
         chat.append(message)

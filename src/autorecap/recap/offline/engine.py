@@ -164,9 +164,7 @@ class OfflineBackend(RecapBackend):
         messages = request.messages
         if len(messages) < 2:
             return []
-        candidates = score_scene_starts(
-            [Turn(m.text, m.name, m.narrator or m.name.lower() == "narrator") for m in messages]
-        )
+        candidates = score_scene_starts([Turn(m.text, m.name, m.narrator) for m in messages])
         offset = messages[0].index
         starts = pick_scene_starts(
             candidates,
