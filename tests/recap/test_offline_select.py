@@ -406,6 +406,29 @@ def test_what_is_said_to_the_other_is_said_of_them_by_name(said: str, recap: str
     assert about(said, "Tobin") == recap
 
 
+@pytest.mark.parametrize(("narrator", "kept"), [(False, "Jules pulls in"), (True, "you pull in")])
+def test_a_card_named_narrator_tells_of_the_player_by_name(narrator: bool, kept: str) -> None:
+    """A card named "Narrator" tells the player's story in the second person: its "you" is the
+    player, named, though the recap does not name the card; an "I" in its text is a side
+    character's and stays. A narrator message (SillyTavern's /sys) is left as written."""
+    text = (
+        "Carla Meeks is at the boatyard when you pull in at the Lamplight Motel. "
+        '"I\'m Carla," she says, and hands over a ledger worth $2,400.'
+    )
+    request = SceneRecapRequest(
+        messages=(
+            SceneMessage(0, "Jules", "I drive out to the boatyard at Kettle Bay."),
+            SceneMessage(1, "Narrator", text, narrator=narrator),
+        ),
+        user="Jules",
+        char="Narrator",
+        max_tokens=200,
+    )
+    recap = OfflineBackend(COUNTER).scene_recap(request).memory
+    assert kept in recap
+    assert "I'm Carla" in recap
+
+
 def test_a_note_out_of_character_is_no_piece_of_a_recap() -> None:
     """A player's note about the game ("(OOC: I have work early tomorrow)") is not the
     story: a message recap leaves it out, and so does a scene recap; a message that is only

@@ -242,7 +242,12 @@ def _pieces(
                 continue  # an echo of what was just said ("Eleven." after "eleven coppers")
             cleaned = resolve(cleaned, day)
             label = "" if narrator or speaker.lower() in _GENERIC else speaker
-            said = about(cleaned, spoken_to) if label else cleaned
+            # (a card with a generic name, "Narrator", is no narrator message: its "you" is
+            # the player all the same)
+            if label or (spoken_to and not narrator):
+                said = about(cleaned, spoken_to, speaker_named=bool(label))
+            else:
+                said = cleaned
             first = clause.lstrip()[:1]
             if joint and said[:1].lower() == first.lower():
                 said = first + said[1:]  # as written: the sentence goes on ("Sleep, little...")

@@ -271,14 +271,16 @@ def _balanced(sentence: str) -> str:
     return sentence.strip()
 
 
-def about(sentence: str, other: str | None) -> str:
+def about(sentence: str, other: str | None, *, speaker_named: bool = True) -> str:
     """Who the sentence is about, said by name: a leading "I" goes (the recap names the
-    speaker), and "you" becomes `other` (in a chat of two, the one spoken to)."""
+    speaker), and "you" becomes `other` (in a chat of two, the one spoken to). Of a speaker
+    the recap does not name (a card called "Narrator" telling the story to the player), only
+    "you" is named: an "I" there is a side character's, in quotes."""
     text = sentence
     first = text.split(" ", 1)[0]
-    if first in _FIRST_PERSON_MODAL:
+    if speaker_named and first in _FIRST_PERSON_MODAL:
         text = _FIRST_PERSON_MODAL[first] + text[len(first) :]
-    else:
+    elif speaker_named:
         text = _FIRST_PERSON_START.sub("", text, count=1)
     if other:
         if text.rstrip(" \"'”*").endswith("?"):  # "I have you now" asks nothing
