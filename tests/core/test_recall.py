@@ -431,6 +431,8 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("What combination opened the safe?", {"number"}),
         ("What was the coach fare to Carrowmere?", {"number"}),
         ("What's the rent on the flat?", {"number"}),
+        ("What was the vault haul valued at?", {"number"}),
+        ("What was the toll on Kettle Bridge?", {"number"}),
         ("Did the billiard room have a piano?", set()),
         ("When did we first meet Elodie?", {"date"}),
         ("Who shot the captain?", {"name"}),

@@ -92,7 +92,8 @@ _KIND_CUES = (
         "number",
         re.compile(
             r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
-            r"|cost|price|pay|paid|owe|(fares?|fees?|rent|bill|charged?|wages?|salary)\b)",
+            r"|cost|price|pay|paid|owe|(fares?|fees?|tolls?|rent|bill|charged?|wages?|salary|valued?"
+            r"|worth|appraised)\b)",
             re.I,
         ),
     ),
