@@ -284,3 +284,39 @@ def test_a_speaker_who_only_looks_in_leaves_a_chat_of_two() -> None:
     assert "again" in {c.index: c for c in score_scene_starts(turns)}[40].cues
     group = [Turn("plain words about the same things", name) for name in ["A", "B", "C"] * 20]
     assert threshold_for(group) == THRESHOLD
+
+
+@pytest.mark.parametrize(
+    "goodbye", ["got to go, there's a queue", "they're calling me up. speak later", "x", "gtg"]
+)
+def test_a_goodbye_answered_in_a_few_words_then_the_same_one_again_starts_a_session(
+    goodbye: str,
+) -> None:
+    """Texting seen through the proxy has no dates: "speak later" / "x", then the one who said
+    "x" writing again, is the next day's conversation, a session of its own however close the
+    last scene start is."""
+    turns = _two_taking_turns(60, again_at=(31,))
+    turns[29] = Turn(goodbye, turns[29].speaker)
+    turns[30] = Turn("x", turns[30].speaker)
+    turns[31] = Turn("omg guess what, the surgeon called", turns[30].speaker)
+    scored = {c.index: c for c in score_scene_starts(turns)}
+    assert {"closing", "again", "news"} <= set(scored[31].cues)
+    assert scored[31].session
+    turns[27] = Turn("* * *\nThe next morning, three days after the storm.", turns[27].speaker)
+    starts = pick_scene_starts(score_scene_starts(turns), count=60, minimum_length=10)
+    assert {27, 31} <= set(starts)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["you too? how long is the queue going to be", "see, that is exactly what I meant earlier"],
+)
+def test_a_goodbye_answered_at_length_or_with_a_question_is_no_goodbye(answer: str) -> None:
+    turns = _two_taking_turns(60, again_at=(31,))
+    turns[29] = Turn("got to go, there's a queue", turns[29].speaker)
+    turns[30] = Turn(answer, turns[30].speaker)
+    turns[31] = Turn("omg guess what, the surgeon called", turns[30].speaker)
+    scored = {c.index: c for c in score_scene_starts(turns)}
+    assert "closing" in scored[30].cues  # the goodbye itself is one
+    assert "closing" not in scored[31].cues
+    assert not scored[31].session

@@ -24,8 +24,9 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 A pause, a time phrase, a separator or a skip request is enough on its own; weaker cues count
 when they come together. A long pause (`SESSION_PAUSE`) starts a new session even a few
 messages after the last one: a texting chat's sessions are often shorter than the minimum
-scene length that keeps the other cues apart. The names and dates that a chat lacks (the
-proxy sees neither) simply give no cue.
+scene length that keeps the other cues apart. So does a goodbye ("speak later" / "x") followed
+by its speaker writing again, where the proxy sees no date. The names and dates that a chat
+lacks (the proxy sees neither) simply give no cue.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ class BreakCandidate:
     score: float
     cues: tuple[str, ...] = ()
     session: bool = False
-    """It comes after a pause that starts a session (`SESSION_PAUSE`)."""
+    """It comes after a pause that starts a session (`SESSION_PAUSE`), or after a goodbye with
+    its speaker writing again."""
 
     @property
     def cue(self) -> bool:
@@ -211,7 +213,11 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
             cues["again"] = again  # a hidden note between ("brb, dinner") is no turn
         if turn.hint:
             cues["llm"] = 3.0
-        cues.update(_session_cues(opening, turn, before, openings[index - 1]))
+        cues.update(
+            _session_cues(
+                opening, turn, before, openings[index - 1], turns[index - 2] if index > 1 else None
+            )
+        )
         seen: set[str] = set().union(*vocabulary[max(0, index - 8) : index])
         place = place_score(turn.text, opening, seen)
         if place:
@@ -231,6 +237,9 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         kept = {name: WEIGHTS[name] * value for name, value in cues.items() if value > 0}
         score = sum(kept.values())
         names = tuple(sorted(kept, key=lambda k: -kept[k]))
+        # A goodbye, then the same one writing again: the next day's first message, though
+        # the proxy sees no date ("speak later" / "x" / "did he say anything funny?").
+        session = session or ("closing" in kept and "again" in kept and score >= THRESHOLD)
         scored.append(BreakCandidate(index, score, names, session))
     return scored
 
@@ -374,9 +383,20 @@ def _pause_score(gap: float, typical: float | None) -> float:
     return absolute + relative
 
 
-def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -> dict[str, float]:
+ACKNOWLEDGED_WORDS = 4
+"""A message this short after a goodbye answers it ("will do", "x", "same here mate"): the
+conversation is over after it. Measured with `autorecap eval` with the sign-offs below (a
+goodbye, then the same one writing again, starts a session): breaks found in the dev chats
+through the proxy's eyes 182 -> 186 of 280 (48 extra either way), dialogue 24 -> 25 of 37
+(7 -> 6 extra), texting 65 of 65 (2 -> 3 extra)."""
+
+
+def _session_cues(
+    opening: str, turn: Turn, before: Turn, opening_before: str, earlier: Turn | None
+) -> dict[str, float]:
     """A conversation that starts again: a greeting (not the answer to one), a catch-up, news
-    blurted out, after a goodbye."""
+    blurted out, after a goodbye (or after the few words that answer one: "speak later" /
+    "x")."""
     cues: dict[str, float] = {}
     answered = before.speaker != turn.speaker or not turn.speaker
     if GREETING.search(opening) and not (GREETING.search(opening_before) and answered):
@@ -385,7 +405,12 @@ def _session_cues(opening: str, turn: Turn, before: Turn, opening_before: str) -
         cues["catch-up"] = 2.6
     if NEWS_OPENER.search(opening):
         cues["news"] = 1.0
-    if CLOSING.search(before.text[-80:].lower()):
+    if CLOSING.search(before.text[-80:].lower()) or (
+        earlier is not None
+        and len(before.text.split()) <= ACKNOWLEDGED_WORDS
+        and not before.text.rstrip().endswith("?")
+        and CLOSING.search(earlier.text[-80:].lower())
+    ):
         cues["closing"] = 1.4
     return cues
 

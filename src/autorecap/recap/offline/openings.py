@@ -120,13 +120,14 @@ CATCH_UP = re.compile(
 )
 CLOSING = re.compile(
     r"(?:\b(?:bye+|goodbye|good\s*night|g'?night|nighty?\s*night|night\b|see\s+(?:you|ya|u)"
-    r"|talk\s+(?:to\s+(?:you|u)\s+)?(?:soon|later|tomorrow|tmrw)|ttyl|take\s+care|gotta\s+(?:go|run)"
+    r"|(?:talk|speak)\s+(?:to\s+(?:you|u)\s+)?(?:soon|later|tomorrow|tmrw)|ttyl|take\s+care"
+    r"|(?:gotta|got\s+to|have\s+to|must)\s+(?:go|run|dash)|gtg|g2g"
     r"|have\s+(?:a\s+)?(?:good|great|nice|lovely|wonderful|fun)\b|have\s+fun|enjoy\s+(?:the|your)"
     r"|catch\s+you\s+later|cya|sleep\s+well|sweet\s+dreams|until\s+next\s+time|speak\s+soon"
     r"|love\s+(?:you|u|ya)|xx+|good\s+luck|get\s+home\s+safe|safe\s+travels|rest\s+(?:up|well|that)"
     r"|(?:kiss|hug|pat)\s+\w+\s+for\s+me|go\s+(?:to\s+bed|sleep|to\s+class|plan|study|eat|rest)"
     r"|i'?ll\s+let\s+you\s+go|off\s+to\s+(?:bed|work|class|sleep)|going\s+to\s+(?:sleep|bed)"
-    r"|proud\s+of\s+you|laters|cheers)\b|[🫶❤️💕😘👋]\s*$)",
+    r"|proud\s+of\s+you|laters|cheers)\b|[🫶❤️💕😘👋]\s*$|^\W*x+\W*$)",
     re.IGNORECASE,
 )
 NEWS_OPENER = re.compile(
