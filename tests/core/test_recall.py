@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 
 from autorecap import Chat, set_data
-from autorecap.core.asking import MOST_WORDS, answer_kinds, query_forms, query_words
-from autorecap.core.excerpts import PIECE_TOKENS
+from autorecap.core.asking import (
+    MONEY_WEIGHT,
+    MOST_WORDS,
+    answer_kinds,
+    asked_words,
+    query_forms,
+    query_words,
+)
+from autorecap.core.excerpts import PIECE_TOKENS, excerpt_of
 from autorecap.core.recall import (
     ANSWER_BOOST,
     ASKS_ALONE,
@@ -427,12 +434,12 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
 @pytest.mark.parametrize(
     ("question", "kinds"),
     [
-        ("How much did Juno pay for the impeller?", {"number"}),
+        ("How much did Juno pay for the impeller?", {"number", "money"}),
         ("What combination opened the safe?", {"number"}),
-        ("What was the coach fare to Carrowmere?", {"number"}),
-        ("What's the rent on the flat?", {"number"}),
-        ("What was the vault haul valued at?", {"number"}),
-        ("What was the toll on Kettle Bridge?", {"number"}),
+        ("What was the coach fare to Carrowmere?", {"number", "money"}),
+        ("What's the rent on the flat?", {"number", "money"}),
+        ("What was the vault haul valued at?", {"number", "money"}),
+        ("What was the toll on Kettle Bridge?", {"number", "money"}),
         ("Did the billiard room have a piano?", set()),
         ("When did we first meet Elodie?", {"date"}),
         ("Who shot the captain?", {"name"}),
@@ -462,10 +469,11 @@ def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str
 )
 def test_old_money_in_one_word_answers_how_much(said: str) -> None:
     """ "Fourpence" says its number in one word: a piece that holds it answers "how much" as
-    a piece with "4d" would, and counts `ANSWER_BOOST` times its match."""
+    a piece with "4d" would, and counts `ANSWER_BOOST` times its match, and `MONEY_WEIGHT`
+    again as a sum of money."""
     chat = chat_of(message(f"The ferry over the Wend: {said}", hidden=True))
     (found,) = recall_pieces(chat, [(0, 2.0)], "What did the ferry cost?", COUNTER)
-    assert found.score == pytest.approx(2.0 * ANSWER_BOOST)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
     for other in ("he spat over the side.", "Penny and Spence spat over the side."):
         plain = chat_of(message(f"The ferry over the Wend: {other}", hidden=True))
         (unboosted,) = recall_pieces(plain, [(0, 2.0)], "What did the ferry cost?", COUNTER)
@@ -540,7 +548,36 @@ def test_an_answer_in_the_sentence_after_the_match_counts_the_answer_boost() -> 
     chat = chat_of(message(text, hidden=True))
     (found,) = recall_pieces(chat, [(0, 2.0)], "How much did Jory lend him?", COUNTER)
     assert "Eleven pounds" in found.text
-    assert found.score == pytest.approx(2.0 * ANSWER_BOOST)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
+
+
+@pytest.mark.parametrize(
+    "sum_", ["$2,400", "three hundred dollars", "seven salt-chits", "forty guineas", "€80"]
+)
+def test_a_question_about_money_wants_a_sum_over_another_number(sum_: str) -> None:
+    """ "How much was in the envelope?": of the sentences after the match, the one naming a sum
+    is kept over those with another number ("one last thing", "the twenty-sixth"), and a piece
+    whose sum follows its match counts `MONEY_WEIGHT` times one with another number."""
+    question = "How much was in the envelope from the bank?"
+    asked, wanted = asked_words(question), answer_kinds(question)
+    match = "Denny brings out a long white envelope from the bank."
+    text = _long(
+        {
+            10: match,
+            11: "He had one last thing to say about it.",
+            12: "It was the twenty-sixth, two days after the fire.",
+            13: f"He said it was {sum_} and to be smart with it.",
+        }
+    )
+    excerpt = excerpt_of(text, asked, COUNTER, wanted, limit=COUNTER.count(match) + 20)
+    assert sum_ in excerpt
+    assert "one last thing" not in excerpt
+    told = _long({10: match, 11: f"He said it was {sum_} and to be smart with it."})
+    (found,) = recall_pieces(chat_of(message(told, hidden=True)), [(0, 2.0)], question, COUNTER)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
+    plain = _long({10: match, 11: "It held two letters and one photograph."})
+    (other,) = recall_pieces(chat_of(message(plain, hidden=True)), [(0, 2.0)], question, COUNTER)
+    assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
 
 
 def test_without_a_question_word_only_the_next_sentence_follows_a_match() -> None:

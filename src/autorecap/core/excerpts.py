@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from autorecap.core.asking import answer_kinds, holds_answer, text_words
+from autorecap.core.asking import answer_kinds, answer_weight, holds_answer, text_words
 from autorecap.core.tokens import TokenCounter
 
 PIECE_TOKENS = 120
@@ -57,20 +57,20 @@ def excerpt_of(
     sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
     found = [asked & text_words(sentence) for sentence in sentences]
     spread = {word: sum(1 for words in found if word in words) for word in asked}
-    answers = [bool(wanted) and holds_answer(s, wanted, asked) for s in sentences]
+    answers = [answer_weight(s, wanted, asked) if wanted else 0.0 for s in sentences]
     worth: dict[int, float] = {}
     for i, words in enumerate(found):
         value = sum(1 / spread[word] for word in words)
         if not value:
             continue
         # a match that also holds the kind of answer asked for beats one that only matches
-        worth[i] = max(worth.get(i, 0.0), value * (1.25 if answers[i] else 1.0))
+        worth[i] = max(worth.get(i, 0.0), value * (1 + 0.25 * answers[i]))
         for step, share in _AROUND:  # what follows a match (or comes just before it)
             j = i + step
             if not 0 <= j < len(sentences):
                 continue
             if answers[j] or (step == 1 and not wanted):
-                worth[j] = max(worth.get(j, 0.0), value * share)
+                worth[j] = max(worth.get(j, 0.0), value * share * max(1.0, answers[j]))
             elif step == 1:
                 worth[j] = max(worth.get(j, 0.0), value / 3)
     keep: list[int] = []
@@ -91,15 +91,18 @@ def excerpt_of(
     return " ".join(out)
 
 
-def excerpt_answers(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
-    """Whether a sentence of the excerpt that matches the question, or the one after it, holds
-    a wanted answer."""
+def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
+    """The best `answer_weight` of a sentence of the excerpt that matches the question, or of
+    the one after it (0: none holds a wanted answer)."""
     sentences = _SENTENCE.split(excerpt)
     matched = [bool(asked & text_words(sentence)) for sentence in sentences]
-    return any(
-        holds_answer(sentence, wanted, asked)
-        for i, sentence in enumerate(sentences)
-        if matched[i] or (i > 0 and matched[i - 1])
+    return max(
+        (
+            answer_weight(sentence, wanted, asked)
+            for i, sentence in enumerate(sentences)
+            if matched[i] or (i > 0 and matched[i - 1])
+        ),
+        default=0.0,
     )
 
 

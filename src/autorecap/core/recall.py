@@ -22,7 +22,7 @@ from typing import Any
 
 from autorecap.core.asking import answer_kinds, asked_words, query_words, text_words
 from autorecap.core.data import get_data, get_memory
-from autorecap.core.excerpts import answer_after, excerpt_answers, excerpt_of
+from autorecap.core.excerpts import answer_after, excerpt_answer_weight, excerpt_of
 from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
 from autorecap.core.out_of_character import in_character
@@ -42,7 +42,8 @@ same at 4,000; generated unchanged; answer words up to half a point more."""
 ANSWER_BOOST = 1.5
 """A piece whose matching sentences hold the kind of answer the question wants (a number for
 "how much", a name for "who") is worth this much more than its text match alone: of two
-messages that name the impeller and Patchy Lou, the one with a price answers "how much"."""
+messages that name the impeller and Patchy Lou, the one with a price answers "how much". A
+sum of money for a question about money is worth `asking.MONEY_WEIGHT` times more again."""
 NEIGHBOURS = (1, 2, 3, -1)
 """Where a best match's neighbours are (after it, then before it): a question names the scene
 ("the caravan yard at Qasr Melen") where its first message did, while the answer ("thirty-seven
@@ -160,8 +161,9 @@ def recall_pieces(
                     excerpt = f"{excerpt} → {answered}"
                     source = source.replace(f"#{index}", f"#{index}-{index + 1}", 1)
                     given.add(index + 1)
-            if wanted and excerpt_answers(excerpt, wanted, asked):
-                score *= ANSWER_BOOST
+            weight = excerpt_answer_weight(excerpt, wanted, asked) if wanted else 0.0
+            if weight:
+                score *= ANSWER_BOOST * weight
             elif near:
                 continue  # a neighbour is taken for the answer it holds
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
