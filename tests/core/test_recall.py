@@ -9,8 +9,8 @@ import pytest
 
 from autorecap import Chat, set_data
 from autorecap.core.asking import (
-    MONEY_WEIGHT,
     MOST_WORDS,
+    TOLD_WEIGHT,
     answer_kinds,
     asked_words,
     query_forms,
@@ -469,11 +469,11 @@ def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str
 )
 def test_old_money_in_one_word_answers_how_much(said: str) -> None:
     """ "Fourpence" says its number in one word: a piece that holds it answers "how much" as
-    a piece with "4d" would, and counts `ANSWER_BOOST` times its match, and `MONEY_WEIGHT`
+    a piece with "4d" would, and counts `ANSWER_BOOST` times its match, and `TOLD_WEIGHT`
     again as a sum of money."""
     chat = chat_of(message(f"The ferry over the Wend: {said}", hidden=True))
     (found,) = recall_pieces(chat, [(0, 2.0)], "What did the ferry cost?", COUNTER)
-    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
     for other in ("he spat over the side.", "Penny and Spence spat over the side."):
         plain = chat_of(message(f"The ferry over the Wend: {other}", hidden=True))
         (unboosted,) = recall_pieces(plain, [(0, 2.0)], "What did the ferry cost?", COUNTER)
@@ -548,7 +548,7 @@ def test_an_answer_in_the_sentence_after_the_match_counts_the_answer_boost() -> 
     chat = chat_of(message(text, hidden=True))
     (found,) = recall_pieces(chat, [(0, 2.0)], "How much did Jory lend him?", COUNTER)
     assert "Eleven pounds" in found.text
-    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
 
 
 @pytest.mark.parametrize(
@@ -557,7 +557,7 @@ def test_an_answer_in_the_sentence_after_the_match_counts_the_answer_boost() -> 
 def test_a_question_about_money_wants_a_sum_over_another_number(sum_: str) -> None:
     """ "How much was in the envelope?": of the sentences after the match, the one naming a sum
     is kept over those with another number ("one last thing", "the twenty-sixth"), and a piece
-    whose sum follows its match counts `MONEY_WEIGHT` times one with another number."""
+    whose sum follows its match counts `TOLD_WEIGHT` times one with another number."""
     question = "How much was in the envelope from the bank?"
     asked, wanted = asked_words(question), answer_kinds(question)
     match = "Denny brings out a long white envelope from the bank."
@@ -574,9 +574,28 @@ def test_a_question_about_money_wants_a_sum_over_another_number(sum_: str) -> No
     assert "one last thing" not in excerpt
     told = _long({10: match, 11: f"He said it was {sum_} and to be smart with it."})
     (found,) = recall_pieces(chat_of(message(told, hidden=True)), [(0, 2.0)], question, COUNTER)
-    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * MONEY_WEIGHT)
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
     plain = _long({10: match, 11: "It held two letters and one photograph."})
     (other,) = recall_pieces(chat_of(message(plain, hidden=True)), [(0, 2.0)], question, COUNTER)
+    assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "That's the Marguerite Bell, out of Harwich.",
+        "His name's Admiral Pudding, and he runs the place.",
+        "They called her Mother Lancet after that.",
+    ],
+)
+def test_a_question_about_a_name_wants_a_name_given_over_a_name_in_passing(named: str) -> None:
+    question = "What was the ketch that brings the mail called?"
+    told = _long({10: "The ketch brings the mail on Tuesdays.", 11: named})
+    (found,) = recall_pieces(chat_of(message(told, hidden=True)), [(0, 2.0)], question, COUNTER)
+    assert named in found.text
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
+    passing = _long({10: "The ketch brings the mail.", 11: "Sam Tilley waves from the quay."})
+    (other,) = recall_pieces(chat_of(message(passing, hidden=True)), [(0, 2.0)], question, COUNTER)
     assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
 
 

@@ -128,13 +128,23 @@ _MONEY = re.compile(
     re.I,
 )
 """A sum of money: "$2,400", "three hundred dollars", "seven salt-chits", "fourpence"."""
-MONEY_WEIGHT = 2.0
-"""What a sentence that names a sum is worth to a question about money, against one with
-another number ("two of them", "the twenty-sixth"): in the excerpt of a long message, and for
-the piece's `recall.ANSWER_BOOST`. Measured with `autorecap eval` on the dev chats, planted
-facts with recall: 271 -> 282 of 340 at 1,000 tokens, 297 -> 303 at 2,000, 307 -> 311 at
-4,000; the generated chats unchanged (505, 506 and 506 of 556)."""
+TOLD_WEIGHT = 2.0
+"""What a sentence that tells the answer outright is worth against one that only holds its kind:
+a sum to a question about money, against another number ("two of them", "the twenty-sixth");
+a name given ("that's the Marguerite Bell") to a question about a name, against a name in
+passing. In the excerpt of a long message, and for the piece's `recall.ANSWER_BOOST`.
+Measured with `autorecap eval` on the dev chats, planted facts with recall: sums 271 -> 282 of
+340 at 1,000 tokens, 297 -> 303 at 2,000, 307 -> 311 at 4,000; names given, then, 286, 305
+and 313; the generated chats unchanged (505, 506 and 506 of 556). A day named ("July ninth")
+to "when" gained nothing, nor did a short quote to "what password"."""
 _QUOTED = re.compile(r"[\"“”«»]")
+_NAMING = re.compile(
+    r"\b(?i:called|named|nicknamed|name'?s|name\s+(?:is|was)|known\s+as|christened|dubbed)\s+"
+    r"(?i:(?:her|him|it|them|me|us|you)\s+)?(?i:the\s+|a\s+)?[\"“'‘*]?[A-Z]"
+    r"|\b(?i:that'?s|this\s+is|it'?s|meet)\s+(?i:the\s+)?[*_]?[A-Z][a-z]"
+)
+"""A name given: "she was Mother Lancet" aside, "called the Tallow & Thistle", "his name's
+Admiral Fuzz", "that's the Marguerite Bell", "meet Ptolemy"."""
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
@@ -165,10 +175,15 @@ def answer_kinds(query: str) -> frozenset[str]:
 
 def answer_weight(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
     """How well a sentence answers: 0 when it holds no answer of a wanted kind
-    (`holds_answer`), `MONEY_WEIGHT` when a question about money finds a sum in it, else 1."""
+    (`holds_answer`), `TOLD_WEIGHT` when it tells it outright (a sum to a question about
+    money, a name given to one about a name), else 1."""
     if not holds_answer(sentence, wanted, asked):
         return 0.0
-    return MONEY_WEIGHT if "money" in wanted and _MONEY.search(sentence) else 1.0
+    if ("money" in wanted and _MONEY.search(sentence)) or (
+        "name" in wanted and _NAMING.search(sentence)
+    ):
+        return TOLD_WEIGHT
+    return 1.0
 
 
 def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:

@@ -42,8 +42,9 @@ same at 4,000; generated unchanged; answer words up to half a point more."""
 ANSWER_BOOST = 1.5
 """A piece whose matching sentences hold the kind of answer the question wants (a number for
 "how much", a name for "who") is worth this much more than its text match alone: of two
-messages that name the impeller and Patchy Lou, the one with a price answers "how much". A
-sum of money for a question about money is worth `asking.MONEY_WEIGHT` times more again."""
+messages that name the impeller and Patchy Lou, the one with a price answers "how much". One
+that tells it outright (a sum to "how much", a name given to "what was it called") is worth
+`asking.TOLD_WEIGHT` times more again."""
 NEIGHBOURS = (1, 2, 3, -1)
 """Where a best match's neighbours are (after it, then before it): a question names the scene
 ("the caravan yard at Qasr Melen") where its first message did, while the answer ("thirty-seven
