@@ -320,3 +320,29 @@ def test_a_goodbye_answered_at_length_or_with_a_question_is_no_goodbye(answer: s
     assert "closing" in scored[30].cues  # the goodbye itself is one
     assert "closing" not in scored[31].cues
     assert not scored[31].session
+
+
+@pytest.mark.parametrize(
+    "agreed",
+    [
+        "Too many times. Nine o'clock.",
+        "Then we meet at the big clock at three.",
+        "Tomorrow, your lunch hour, my office.",
+        "Fine. Meet me by the ferry gate.",
+    ],
+)
+def test_a_meeting_agreed_just_before_is_a_cue(agreed: str) -> None:
+    """An undated dialogue goes where the two just agreed to meet: the message after the plan's
+    answer has the cue (the answer itself is the same scene: "You promise?"); it is not
+    enough alone."""
+    turns = _two_taking_turns(60, again_at=())
+    turns[29] = Turn(agreed, turns[29].speaker)
+    scored = {c.index: c for c in score_scene_starts(turns)}
+    assert [i for i in range(27, 35) if "plan" in scored[i].cues] == [31]
+    assert scored[31].score < THRESHOLD
+
+
+def test_talk_of_time_that_sets_no_meeting_is_no_plan() -> None:
+    turns = _two_taking_turns(60, again_at=())
+    turns[29] = Turn("It was a long time ago, and I was one of them.", turns[29].speaker)
+    assert not any("plan" in c.cues for c in score_scene_starts(turns))

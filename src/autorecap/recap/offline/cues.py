@@ -13,6 +13,9 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 - **a narrator** stepping in, or in a chat of two that takes turns, **one speaker again**;
 - **a session opening**: a greeting, or a catch-up ("since we last talked"), after a closing
   ("talk soon!") or on its own;
+- **a plan**: the message before the one before ends on a meeting agreed ("Nine o'clock.",
+  "meet me at the big clock at three", "tomorrow, my office"), and was answered: weak alone,
+  it is where an undated dialogue goes next;
 - **a new place**: the opening names a place (a tavern, the docks, Port Anvil) that the last
   messages did not, or tells of arriving somewhere;
 - **a change of cast**: other speakers before and after (group chats);
@@ -48,6 +51,8 @@ from autorecap.recap.offline.openings import (
     GREETING,
     NEWS_OPENER,
     OUT_OF_CHARACTER,
+    PLAN,
+    PLAN_REACH,
     SEPARATOR,
     SKIP_REQUEST,
     TIME_JUMP,
@@ -152,6 +157,7 @@ WEIGHTS: dict[str, float] = {
     "topic": 1.0,
     "again": 1.0,
     "llm": 1.0,
+    "plan": 1.0,
 }
 """How much each cue counts (each cue's value is already on the threshold's scale)."""
 
@@ -207,6 +213,8 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
                 cues["skip"] = 3.0
         elif OUT_OF_CHARACTER.search(turn.text[:80]) and SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
+        if index > 1 and PLAN.search(turns[index - 2].text[-PLAN_REACH:]):
+            cues["plan"] = 0.8  # the meeting agreed on and answered ("Nine o'clock.") is next
         if turn.narrator and not before.narrator:
             cues["narrator"] = 1.0
         elif again and _cast(turn) and turn.speaker == last_speaker:

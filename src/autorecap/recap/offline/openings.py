@@ -139,3 +139,20 @@ NEWS_OPENER = re.compile(
     r"|i\s+did\s+a\s+thing|so\s+(?:update|news)|sorry\s+(?:i|for)\s+(?:went|been|the)\s+(?:quiet|silence|mia))",
     re.IGNORECASE,
 )
+
+_CLOCK = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2}(?::\d\d)?)"
+PLAN = re.compile(
+    rf"\b(?:{_CLOCK}\s+o'?clock|at\s+{_CLOCK}(?:\s*(?:am|pm|a\.m\.|p\.m\.))?\b"
+    r"|at\s+(?:noon|midnight|dawn|dusk)|tomorrow|tonight|in\s+the\s+morning"
+    r"|this\s+(?:afternoon|evening)|meet\s+(?:me|you|us)|see\s+you\s+(?:at|there|then|tomorrow))\b",
+    re.IGNORECASE,
+)
+"""A meeting agreed ("Nine o'clock.", "at the big clock at three", "tomorrow, my office", "meet
+me"): once it is answered, the next scene is often there. Measured with `autorecap eval` on
+the dev chats, as a cue of 0.8 in the last `PLAN_REACH` characters of the message two before:
+breaks found 186 -> 190 of 280 through the proxy's eyes (48 -> 47 extra), dialogue 25 -> 28
+of 37 (6 -> 5), group through the proxy 32 -> 33 of 47 (15 either way), narrated 171 -> 172
+of 194 (10 -> 9). In either of the two messages before, it found one more through the proxy
+with 3 more extra, and moved a break of the sample chat onto the answer to "I'll tell you
+tonight"; 0.5 found less, 1.0 as much with more extra."""
+PLAN_REACH = 160
