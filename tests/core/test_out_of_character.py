@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autorecap.core.out_of_character import in_character
+from autorecap.core.out_of_character import in_character, without_thoughts
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,27 @@ from autorecap.core.out_of_character import in_character
 )
 def test_notes_out_of_character_are_left_out(text: str, kept: str | None) -> None:
     assert " ".join(in_character(text).split()) == (text if kept is None else kept)
+
+
+@pytest.mark.parametrize(
+    ("text", "story"),
+    [
+        (
+            "<think>\nThe user wants the tavern. Keep it tense.\n</think>\n\nGus pours the ale.",
+            "Gus pours the ale.",
+        ),
+        ("<thinking>plan: stay cold</thinking> She turns away.", "She turns away."),
+        ('He nods. <!-- affection +2 --> "Fine."', 'He nods.   "Fine."'),
+        ("<THINK>x</THINK>Done.", "Done."),
+    ],
+)
+def test_a_models_thinking_left_in_its_reply_is_no_story(text: str, story: str) -> None:
+    """A reasoning model's thoughts that SillyTavern did not parse out stay in the text: they
+    are no part of what happened, for recaps, recall and the scene cues alike."""
+    assert in_character(text) == story
+    assert without_thoughts(text) == story
+
+
+def test_a_message_that_is_only_thinking_keeps_it_and_other_tags_stay() -> None:
+    assert without_thoughts("<think>only this</think>") == "<think>only this</think>"
+    assert in_character("<b>Bold</b> move, <i>captain</i>.") == "<b>Bold</b> move, <i>captain</i>."

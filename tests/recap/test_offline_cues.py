@@ -346,3 +346,23 @@ def test_talk_of_time_that_sets_no_meeting_is_no_plan() -> None:
     turns = _two_taking_turns(60, again_at=())
     turns[29] = Turn("It was a long time ago, and I was one of them.", turns[29].speaker)
     assert not any("plan" in c.cues for c in score_scene_starts(turns))
+
+
+def test_a_models_thinking_before_a_reply_hides_no_cue_and_makes_none() -> None:
+    """A reasoning model's thoughts left in its replies (an undated chat, as the proxy sees
+    it): "The next morning" after them still opens a scene, and a time phrase inside them
+    opens none."""
+
+    def chat(thinking: bool) -> Chat:
+        seen = proxy_view(from_generated(generate(300, seed=3), "narrated", "generated")).chat
+        for message in seen.messages:
+            if thinking and not message.is_user:
+                message["mes"] = (
+                    "<think>\nThe next morning? No. Three days later? Keep the scene going.\n"
+                    "</think>\n\n" + message.text
+                )
+        return seen
+
+    plain = detect_scene_breaks(chat(False), OfflineBackend(), Settings())
+    assert plain
+    assert detect_scene_breaks(chat(True), OfflineBackend(), Settings()) == plain

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from wordfreq import zipf_frequency
 
 from autorecap.core.model import Chat, Message
+from autorecap.core.out_of_character import without_thoughts
 from autorecap.core.status_blocks import without_status
 
 
@@ -188,9 +189,10 @@ def spoken(message: Message) -> tuple[str, str]:
 
 
 def said(message: Message) -> tuple[str, str]:
-    """`spoken`, without the status blocks a card prints around a reply: what a recap is
-    made of (the whole text when it is only a status block)."""
+    """`spoken`, without a model's thinking and the status blocks a card prints around a
+    reply: what a recap is made of (the whole text when it is only those)."""
     name, text = spoken(message)
+    text = without_thoughts(text)
     return name, without_status(text) or text
 
 

@@ -1,6 +1,8 @@
 """Notes out of character: what a player writes about the game, not the story ("(OOC: brb,
-dinner)", "((loving this!))", a line opening with "OOC:" or "//"), and a card's status block
-before or after a reply (`core.status_blocks`). Recaps and recall leave them out.
+dinner)", "((loving this!))", a line opening with "OOC:" or "//"), a card's status block
+before or after a reply (`core.status_blocks`), and a model's thinking left in its reply
+("<think>...</think>", "<thinking>", an HTML comment), which SillyTavern keeps in the text
+when it does not parse reasoning out. Recaps and recall leave them out.
 
 May import: core.status_blocks.
 """
@@ -19,9 +21,23 @@ _NOTE = re.compile(
 )
 
 
+_THOUGHT = re.compile(
+    r"<\s*(think|thinking|thoughts?|reasoning|scratchpad)\s*>.*?<\s*/\s*\1\s*>|<!--.*?-->",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def without_thoughts(text: str) -> str:
+    """`text` without a model's thinking (the whole text when it is only that)."""
+    if "<" not in text:
+        return text
+    return _THOUGHT.sub(" ", text).strip() or text
+
+
 def in_character(text: str) -> str:
-    """`text` without its notes out of character (each left as a space) and its status
-    blocks."""
+    """`text` without its notes out of character (each left as a space), a model's thinking
+    and its status blocks."""
+    text = without_thoughts(text)
     text = without_status(text) or text  # a message that is only a status block keeps it
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text

@@ -16,6 +16,7 @@ from dataclasses import replace
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import said, spoken
+from autorecap.core.out_of_character import without_thoughts
 from autorecap.core.scenes import break_indexes, mark_break
 from autorecap.core.status_blocks import place_and_day, split_status
 from autorecap.core.tokens import get_counter
@@ -149,7 +150,7 @@ def _candidates(
         )
         for m in part
         for speaker, text in [spoken(m)]
-        for story, fields in [split_status(text)]
+        for story, fields in [split_status(without_thoughts(text))]
         for where, day in [place_and_day(fields)]
     ]
     scored = [replace(c, index=c.index + low) for c in score_scene_starts(turns)]
