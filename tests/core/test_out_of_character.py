@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autorecap.core.out_of_character import in_character, without_thoughts
+from autorecap.core.out_of_character import in_character, without_tags, without_thoughts
 
 
 @pytest.mark.parametrize(
@@ -49,6 +49,29 @@ def test_a_models_thinking_left_in_its_reply_is_no_story(text: str, story: str) 
     assert without_thoughts(text) == story
 
 
-def test_a_message_that_is_only_thinking_keeps_it_and_other_tags_stay() -> None:
+def test_a_message_that_is_only_thinking_keeps_its_words() -> None:
     assert without_thoughts("<think>only this</think>") == "<think>only this</think>"
-    assert in_character("<b>Bold</b> move, <i>captain</i>.") == "<b>Bold</b> move, <i>captain</i>."
+    assert in_character("<think>only this</think>") == "only this"
+
+
+@pytest.mark.parametrize(
+    ("text", "story"),
+    [
+        ("<div style='color:#c33'>She draws her sword.</div>", "She draws her sword."),
+        ('<p>"Forty crowns."</p><p>She waits.</p>', '"Forty crowns."\n\nShe waits.'),
+        ("<b>Bold</b> move, <i>captain</i>.", "Bold move, captain."),
+        ("<font color=gray>*Rain.*</font> Mira pays.", "*Rain.* Mira pays."),
+        ("A<br>B<br/>C", "A\nB\nC"),
+        # no tag: a heart, a comparison
+        ("I <3 you, and 3 < 4 > 2.", "I <3 you, and 3 < 4 > 2."),
+    ],
+)
+def test_a_styled_reply_is_read_as_its_words(text: str, story: str) -> None:
+    assert in_character(text) == story
+    assert without_tags(text) == story
+
+
+def test_a_tracker_in_html_is_still_told_by_its_tags() -> None:
+    """Tags are taken out after the status block: a tag is a tracker's mark."""
+    text = "He nods.\n\n<div class='status'>Location: Inn<br>Time: Night</div>"
+    assert in_character(text) == "He nods."

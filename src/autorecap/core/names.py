@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from wordfreq import zipf_frequency
 
 from autorecap.core.model import Chat, Message
-from autorecap.core.out_of_character import without_thoughts
+from autorecap.core.out_of_character import without_tags, without_thoughts
 from autorecap.core.status_blocks import without_status
 
 
@@ -189,11 +189,11 @@ def spoken(message: Message) -> tuple[str, str]:
 
 
 def said(message: Message) -> tuple[str, str]:
-    """`spoken`, without a model's thinking and the status blocks a card prints around a
-    reply: what a recap is made of (the whole text when it is only those)."""
+    """`spoken`, without a model's thinking, the status blocks a card prints around a reply
+    and HTML tags: what a recap is made of (the whole text when it is only those)."""
     name, text = spoken(message)
     text = without_thoughts(text)
-    return name, without_status(text) or text
+    return name, without_tags(without_status(text) or text)
 
 
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "sir", "lady", "lord", "captain", "capt"})

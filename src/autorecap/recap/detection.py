@@ -16,7 +16,7 @@ from dataclasses import replace
 from autorecap.core.data import get_data, get_memory, set_data
 from autorecap.core.model import Chat, Message
 from autorecap.core.names import said, spoken
-from autorecap.core.out_of_character import without_thoughts
+from autorecap.core.out_of_character import without_tags, without_thoughts
 from autorecap.core.scenes import break_indexes, mark_break
 from autorecap.core.status_blocks import place_and_day, split_status
 from autorecap.core.tokens import get_counter
@@ -139,7 +139,7 @@ def _candidates(
     part = messages[low : min(len(messages), end + 2 + _SCORE_CONTEXT)]
     turns = [
         Turn(
-            story or text,
+            without_tags(story or text),
             speaker,
             m.is_narrator,
             m.is_hidden,
