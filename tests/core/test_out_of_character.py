@@ -40,6 +40,10 @@ def test_notes_out_of_character_are_left_out(text: str, kept: str | None) -> Non
         ("<thinking>plan: stay cold</thinking> She turns away.", "She turns away."),
         ('He nods. <!-- affection +2 --> "Fine."', 'He nods.   "Fine."'),
         ("<THINK>x</THINK>Done.", "Done."),
+        # the opening tag was in the prefill or cut off; one name opens, another closes; nested
+        ("Thinking hard...</think>She smiles.", "She smiles."),
+        ("<thinking>plan</think>She nods.", "She nods."),
+        ("<think>a <think>b</think> c</think>She nods.", "She nods."),
     ],
 )
 def test_a_models_thinking_left_in_its_reply_is_no_story(text: str, story: str) -> None:
@@ -49,9 +53,9 @@ def test_a_models_thinking_left_in_its_reply_is_no_story(text: str, story: str) 
     assert without_thoughts(text) == story
 
 
-def test_a_message_that_is_only_thinking_keeps_its_words() -> None:
+def test_a_message_that_is_only_thinking_keeps_it() -> None:
     assert without_thoughts("<think>only this</think>") == "<think>only this</think>"
-    assert in_character("<think>only this</think>") == "only this"
+    assert in_character("<think>only this</think>") == "<think>only this</think>"
 
 
 @pytest.mark.parametrize(
@@ -62,13 +66,16 @@ def test_a_message_that_is_only_thinking_keeps_its_words() -> None:
         ("<b>Bold</b> move, <i>captain</i>.", "Bold move, captain."),
         ("<font color=gray>*Rain.*</font> Mira pays.", "*Rain.* Mira pays."),
         ("A<br>B<br/>C", "A\nB\nC"),
-        # no tag: a heart, a comparison
+        ("<td>Name</td><td>Mira</td>", "Name\n\nMira"),
+        # no tag: a heart, a comparison, a word in angle brackets, a quote mark of a reply
         ("I <3 you, and 3 < 4 > 2.", "I <3 you, and 3 < 4 > 2."),
+        ("Hi <user>, welcome back. <sigh> The sign read <CLOSED>.", None),
+        ("thin < she muttered.\nThe next morning they rode.\n> The letter: come alone.", None),
     ],
 )
-def test_a_styled_reply_is_read_as_its_words(text: str, story: str) -> None:
-    assert in_character(text) == story
-    assert without_tags(text) == story
+def test_a_styled_reply_is_read_as_its_words(text: str, story: str | None) -> None:
+    assert in_character(text) == (story or text)
+    assert without_tags(text) == (story or text)
 
 
 def test_a_tracker_in_html_is_still_told_by_its_tags() -> None:

@@ -16,7 +16,10 @@ HTML = (
 )
 TITLED = "**Status**\nLocation: Harbour office\nTime: May 8, dawn\n\n"
 PLAIN = "\n\nLocation: Harbour office\nTime: May 8, dawn\nMood: grim"
-TABLE = "\n\n| Location | Time | Mood |\n|:---|---|---:|\n| Tavern | Day 3, evening | Tense |"
+TABLE = (
+    "\n\n| Location | Time | Mood | HP |\n|:---|---|---|---:|\n| Tavern | Day 3, evening | Tense "
+    "| 80/100 |"
+)
 TABLE_ROWS = (
     "\n\n| Stat | Value |\n|---|---|\n| **Location** | Tavern |\n| Time | Day 3 |\n"
     "| Affection | 35/100 |"
@@ -77,6 +80,13 @@ def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: st
         "📍 Paris\n🕐 3pm\n\nsee you there!",
         "Found it ❤️\n📍 Paris",
         "He nods.\n\n| Location | Tavern |\n| Time | Day 3 |",
+        # a table or emoji lines with a tracker's keys but no mark besides their form: an
+        # itinerary, feelings in a text, a plan
+        "She slides it across.\n\n| Day | Time | Place |\n|---|---|---|\n| Friday | 9pm | Docks |",
+        "see you tomorrow!\n😊 can't wait\n❤ love you so much\n💭 thinking of you",
+        "She texts back:\n📍 Paris\n🕐 3pm\n📅 Friday",
+        # English words that are keys in other languages
+        "He checks the file.\nSuspect: Ortiz\nData: 40 GB\nLocal: yes\nHumor: none",
     ],
 )
 def test_what_is_no_status_block_stays(text: str) -> None:
@@ -108,6 +118,7 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
         "location": "Tavern",
         "time": "Day 3, evening",
         "mood": "Tense",
+        "hp": "80/100",
     }
     assert where_and_when("x" + TABLE_ROWS) == ("tavern", "day 3")
     assert where_and_when("x" + FENCED) == ("old mill road", "day 2")

@@ -22,30 +22,43 @@ _NOTE = re.compile(
 )
 
 
-_THOUGHT = re.compile(
-    r"<\s*(think|thinking|thoughts?|reasoning|scratchpad)\s*>.*?<\s*/\s*\1\s*>|<!--.*?-->",
-    re.IGNORECASE | re.DOTALL,
+_THINKING = r"(?:think|thinking|thoughts?|reasoning|scratchpad)"
+_THOUGHT = re.compile(rf"<{_THINKING}>.*?</{_THINKING}>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
+_THOUGHT_CLOSED = re.compile(rf"</{_THINKING}>", re.IGNORECASE)
+"""A closing tag whose opening one is not in the text (it was in the prefill, or cut off): the
+text before it is thinking too."""
+_HTML = (
+    "a|b|i|u|s|em|strong|small|big|span|font|center|sub|sup|mark|code|pre|img|br|p|div|li|ul"
+    "|ol|tr|td|th|table|thead|tbody|hr|h[1-6]|blockquote|details|summary|section|article"
 )
-
-
-_TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)(?:\s[^<>]*)?/?>")
-_BREAKING = frozenset({"br", "p", "div", "li", "tr", "hr", "h1", "h2", "h3", "h4", "blockquote"})
+_TAG = re.compile(rf"</?({_HTML})(?:\s[^<>\n]*)?/?>", re.IGNORECASE)
+"""An HTML tag (a known one: "<user>", "<sigh>" or "<CLOSED>" in prose are words)."""
+_INLINE = frozenset(
+    {"a", "b", "i", "u", "s", "em", "strong", "small", "big", "span", "font", "sub", "sup"}
+    | {"mark", "code", "img"}
+)
+"""Tags inside a line; the others break it."""
 
 
 def without_thoughts(text: str) -> str:
     """`text` without a model's thinking (the whole text when it is only that)."""
     if "<" not in text:
         return text
-    return _THOUGHT.sub(" ", text).strip() or text
+    plain = _THOUGHT.sub(" ", text)
+    closed = _THOUGHT_CLOSED.search(plain)
+    if closed:
+        plain = plain[closed.end() :]
+    return plain.strip() or text
 
 
 def without_tags(text: str) -> str:
     """`text` without HTML tags, what they hold kept (a tag that breaks a line as a line
-    break): a styled reply ("<div style=...>She draws her sword.</div>") recaps as its words.
-    After `without_status`, which reads a tag as a tracker's mark."""
+    break, one inside a line as nothing): a styled reply ("<div style=...>She draws her
+    sword.</div>") recaps as its words. After `without_status`, which reads a tag as a
+    tracker's mark."""
     if "<" not in text:
         return text
-    plain = _TAG.sub(lambda m: "\n" if m.group(2).lower() in _BREAKING else "", text)
+    plain = _TAG.sub(lambda m: "" if m.group(1).lower() in _INLINE else "\n", text)
     return plain.strip() or text
 
 

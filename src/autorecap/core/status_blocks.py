@@ -46,7 +46,7 @@ _TRACKER_KEY = re.compile(
     r"|status|thoughts?|goal|objective|posture"
     # the same in the languages SillyTavern's users often play in
     r"|lieu|heure|météo|humeur|tenue|ort|zeit|datum|wetter|stimmung|kleidung|ubicación|lugar"
-    r"|hora|fecha|clima|ánimo|ropa|local|data|humor|roupa|локация|место|время|дата|погода"
+    r"|hora|fecha|clima|ánimo|ropa|roupa|локация|место|время|дата|погода"
     r"|настроение|одежда|отношения|здоровье)\b"
     r"|地点|时间|日期|天气|心情|好感|服装|状态|位置|場所|時間|日付|天気|気分|好感度|体力|장소|시간"
     r"|날짜|날씨|기분|호감도",
@@ -86,7 +86,7 @@ def split_status(text: str) -> tuple[str, dict[str, str]]:
     if start == 0 and end == len(lines):
         return text, {}
     fields: dict[str, str] = {}
-    for line, _tagged in [*read[:start], *read[end:]]:
+    for line, _tagged, _derived in [*read[:start], *read[end:]]:
         for key, value in _fields_of(line):
             fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
     return "\n".join(line for line, _tagged in lines[start:end]).strip(), fields
@@ -141,11 +141,20 @@ _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
-def _as_fields(lines: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+_Read = tuple[str, bool, bool]
+"""A line as a block is read: its text as fields, whether a tag was on it, and whether its
+fields were read from another form (a table, emoji standing for keys)."""
+
+
+def _as_fields(lines: list[tuple[str, bool]]) -> list[_Read]:
     """The lines as fields where a tracker writes them another way, one line for one line: a
     Markdown table (`_table_fields`) and emoji standing for keys ("📍 The Rusty Anchor |
     🕐 Day 3"). The story keeps what was written; this is only how a block is read."""
-    read = [(_emoji_fields(line), tagged) for line, tagged in lines]
+    read = [
+        (fields, tagged, fields != line)
+        for line, tagged in lines
+        for fields in [_emoji_fields(line)]
+    ]
     at = 0
     while at < len(read):
         end = at
@@ -154,9 +163,10 @@ def _as_fields(lines: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         if end == at:
             at += 1
             continue
-        table = _table_fields([line for line, _tagged in read[at:end]])
+        table = _table_fields([line for line, _tagged, _derived in read[at:end]])
         read[at:end] = [
-            (line, tagged) for line, (_old, tagged) in zip(table, read[at:end], strict=True)
+            (line, tagged, True)
+            for line, (_old, tagged, _derived) in zip(table, read[at:end], strict=True)
         ]
         at = end
     return read
@@ -219,7 +229,7 @@ def _value(value: str) -> bool:
     return bool(bare) and len(bare.split()) <= LONGEST_VALUE_WORDS
 
 
-def _block_bounds(lines: list[tuple[str, bool]]) -> tuple[int, int]:
+def _block_bounds(lines: list[_Read]) -> tuple[int, int]:
     """Where the story is: the lines from the first after a leading status block to the last
     before a trailing one (0 and len(lines) when there is neither)."""
     start = 0
@@ -233,20 +243,25 @@ def _block_bounds(lines: list[tuple[str, bool]]) -> tuple[int, int]:
     return start, end
 
 
-def _block_length(lines: list[tuple[str, bool]]) -> int:
+def _block_length(lines: list[_Read]) -> int:
     """How many lines from the top are a status block (0: none): fields, with the blanks,
     fences, rules and titles among them, the fields' keys all different, `TRACKED_ALONE` of
     them a tracker's (`_TRACKER_KEY`), or two and a tracker's mark (a fence, a tag, a title, a
-    gauge, an emoji, several fields on one line)."""
+    gauge, an emoji, several fields on one line). Fields read from a table or from emoji
+    standing for keys need two and a mark besides their form: an itinerary the story gives,
+    or "😊 can't wait / ❤ love you" in a text, are no tracker."""
     keys: list[str] = []
     marked = False
+    derived = False
     taken = 0
-    for at, (line, tagged) in enumerate(lines):
+    for at, (line, tagged, read_as) in enumerate(lines):
         stripped = line.strip()
         fields = _fields_of(stripped) if stripped else []
         if fields:
             keys.extend(k.strip().lower() for k, _v in fields)
-            marked = marked or tagged or len(fields) >= 2 or bool(_MARK.search(stripped))
+            several = len(fields) >= 2 and not read_as
+            marked = marked or tagged or several or bool(_MARK.search(stripped))
+            derived = derived or read_as
             taken = at + 1
         elif not stripped or _RULE.match(stripped):
             continue
@@ -265,7 +280,7 @@ def _block_length(lines: list[tuple[str, bool]]) -> int:
     if len(keys) < 2 or len(set(keys)) < len(keys):
         return 0
     tracked = sum(1 for key in keys if _TRACKER_KEY.search(key))
-    if tracked < TRACKED_ALONE and not (tracked >= 2 and marked):
+    if (tracked < TRACKED_ALONE or derived) and not (tracked >= 2 and marked):
         return 0
     # the blanks and decoration just after the last field go with the block
     while taken < len(lines) and _decoration(lines[taken][0]):
@@ -286,14 +301,14 @@ def _decoration(line: str) -> bool:
 _PLACE_KEYS = (
     re.compile(r"\blocat", re.IGNORECASE),
     re.compile(
-        r"\b(?:place|setting|scene|area|whereabouts|lieu|ort|ubicación|lugar|local|локация"
+        r"\b(?:place|setting|scene|area|whereabouts|lieu|ort|ubicación|lugar|локация"
         r"|место)\b|地点|位置|場所|장소",
         re.IGNORECASE,
     ),
 )
 """Where a status block says the scene is: a location before any other place."""
 _TIME_KEY = re.compile(
-    r"\b(?:time|date|day|when|heure|zeit|datum|hora|fecha|data|время|дата)\b"
+    r"\b(?:time|date|day|when|heure|zeit|datum|hora|fecha|время|дата)\b"
     r"|时间|日期|時間|日付|시간|날짜",
     re.IGNORECASE,
 )
