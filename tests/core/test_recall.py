@@ -12,9 +12,11 @@ from autorecap.core.asking import (
     MOST_WORDS,
     TOLD_WEIGHT,
     answer_kinds,
+    answer_weight,
     asked_words,
     query_forms,
     query_words,
+    text_words,
 )
 from autorecap.core.excerpts import PIECE_TOKENS, excerpt_of
 from autorecap.core.recall import (
@@ -452,6 +454,10 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("What was the new gate word at Saltmarrow?", {"words"}),
         ("What did Tobiah answer at the hatch?", {"words"}),
         ("What did Veyra whisper through the grille?", {"words"}),
+        ("What word broke the cipher?", {"words"}),
+        # a word with someone, what someone told: no words in quotes asked for
+        ("Can I have a word with you?", set()),
+        ("What did he tell you about the ship?", set()),
     ],
 )
 def test_answer_kinds_come_from_the_question_words(question: str, kinds: set[str]) -> None:
@@ -597,6 +603,25 @@ def test_a_question_about_a_name_wants_a_name_given_over_a_name_in_passing(named
     passing = _long({10: "The ketch brings the mail.", 11: "Sam Tilley waves from the quay."})
     (other,) = recall_pieces(chat_of(message(passing, hidden=True)), [(0, 2.0)], question, COUNTER)
     assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("How much did Spence owe the bank?", "Spence came by at nine."),
+        ("How much did she owe?", "She wore two gold rings and owed him nothing."),
+        ("How much did he owe?", "He owed a grand total of 3 apologies."),
+        ("What was the ship called?", "I called Mira about the ship at nine."),
+        ("What was the ship called?", "That's Tuesday's ship, Mira says."),
+    ],
+)
+def test_a_number_or_a_name_in_passing_is_not_told_outright(question: str, said: str) -> None:
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == 1.0
+
+
+def test_died_is_found_by_die() -> None:
+    """Porter's stemmer parts "die" from "died": the question finds the message all the same."""
+    assert asked_words("When did Walt die?") & text_words("Walt died on the ninth.")
 
 
 def test_without_a_question_word_only_the_next_sentence_follows_a_match() -> None:

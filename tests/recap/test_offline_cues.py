@@ -339,13 +339,29 @@ def test_a_meeting_agreed_just_before_is_a_cue(agreed: str) -> None:
     turns[29] = Turn(agreed, turns[29].speaker)
     scored = {c.index: c for c in score_scene_starts(turns)}
     assert [i for i in range(27, 35) if "plan" in scored[i].cues] == [31]
-    assert scored[31].score < THRESHOLD
+    assert scored[31].score < threshold_for(turns)
 
 
-def test_talk_of_time_that_sets_no_meeting_is_no_plan() -> None:
+@pytest.mark.parametrize(
+    "said",
+    [
+        "It was a long time ago, and I was one of them.",
+        "Nice to meet you.",
+        "At one point he stopped and looked back.",
+        "Keep your eyes at three of the guards.",
+    ],
+)
+def test_talk_of_time_that_sets_no_meeting_is_no_plan(said: str) -> None:
     turns = _two_taking_turns(60, again_at=())
-    turns[29] = Turn("It was a long time ago, and I was one of them.", turns[29].speaker)
+    turns[29] = Turn(said, turns[29].speaker)
     assert not any("plan" in c.cues for c in score_scene_starts(turns))
+
+
+def test_a_plan_in_the_middle_of_a_scene_is_no_goodbye() -> None:
+    """ "We have to go before then." plans; it takes no leave of the other."""
+    turns = _two_taking_turns(60, again_at=())
+    turns[29] = Turn("They change at midnight. We have to go before then.", turns[29].speaker)
+    assert "closing" not in {c.index: c for c in score_scene_starts(turns)}[30].cues
 
 
 def test_a_models_thinking_before_a_reply_hides_no_cue_and_makes_none() -> None:

@@ -103,8 +103,10 @@ _KIND_CUES = (
     (
         "words",
         re.compile(
-            r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|code ?words?|phrases?|motto"
-            r"|words?|what did (\S+ ){1,4}(say|answer|reply|whisper|shout|mutter|tell|write))\b",
+            r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|code ?words?|motto"
+            r"|what (?:was|is|were|are) the (?:\S+ ){0,2}(?:words?|phrases?)"
+            r"|(?:what|which) (?:words?|phrases?)"
+            r"|what did (\S+ ){1,4}(say|answer|reply|whisper|shout|mutter))\b",
             re.I,
         ),
     ),
@@ -118,13 +120,16 @@ _MONEY_ASKED = re.compile(
 """A question about money: what a sentence that names a sum answers best."""
 _SUM = (
     r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
-    r"|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|a)"
+    r"|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half)"
 )
 _MONEY = re.compile(
     rf"[$£€¥₹]\s?\d|\b{_SUM}[\s-]+(?:[\w-]+[\s-]+)?(?:dollars?|bucks|pounds?|quid|shillings?"
-    r"|pence|pennies|penny|guineas?|crowns?|coins?|gold|silver|coppers?|marks?|euros?|francs?"
-    r"|sovereigns?|chits?|credits?|cents?|grand|florins?|ducats?|thalers?|rubles?|yen)\b"
-    r"|\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b",
+    r"|(?-i:pence|pennies)|guineas?|crowns?|coins?|coppers?|marks?|euros?|francs?|sovereigns?"
+    r"|chits?|credits?|cents?|grand|florins?|ducats?|thalers?|rubles?|yen"
+    # gold and silver as money, not as what a thing is made of ("two gold rings")
+    r"|(?:gold|silver)(?=\s*(?:[^\w\s]|$|pieces?\b|coins?\b)))\b"
+    # old money in one word, in lower case: "Penny" and "Spence" are names
+    r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
     re.I,
 )
 """A sum of money: "$2,400", "three hundred dollars", "seven salt-chits", "fourpence"."""
@@ -138,14 +143,20 @@ Measured with `autorecap eval` on the dev chats, planted facts with recall: sums
 and 313; the generated chats unchanged (505, 506 and 506 of 556). A day named ("July ninth")
 to "when" gained nothing, nor did a short quote to "what password"."""
 _QUOTED = re.compile(r"[\"“”«»]")
-_NAMING = re.compile(
-    r"\b(?i:called|named|nicknamed|name'?s|name\s+(?:is|was)|known\s+as|christened|dubbed)\s+"
-    r"(?i:(?:her|him|it|them|me|us|you)\s+)?(?i:the\s+|a\s+)?[\"“'‘*]?[A-Z]"
-    r"|\b(?i:that'?s|this\s+is|it'?s|meet)\s+(?i:the\s+)?[*_]?[A-Z][a-z]"
-)
-"""A name given: "she was Mother Lancet" aside, "called the Tallow & Thistle", "his name's
-Admiral Fuzz", "that's the Marguerite Bell", "meet Ptolemy"."""
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
+_WEEKDAYS_MONTHS = (
+    r"(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|January|February|March|April|May|June"
+    r"|July|August|September|October|November|December)"
+)
+_NAMING = re.compile(
+    r"\b(?i:(?:is|was|are|were|be|been|being)\s+(?:called|named|nicknamed|known\s+as|christened"
+    r"|dubbed)|(?:called|named|nicknamed|christened|dubbed)\s+(?:her|him|it|them|me|us|you)"
+    r"|name'?s|name\s+(?:is|was))\s+(?i:the\s+|a\s+)?[\"“'‘*]?[A-Z]"
+    rf"|\b(?i:that'?s|this\s+is|meet)\s+(?i:the\s+)?[*_]?{_WEEKDAYS_MONTHS}[A-Z][a-z]"
+)
+"""A name given: "the inn is called the Tallow & Thistle", "they called her Mother Lancet",
+"his name's Admiral Fuzz", "that's the Marguerite Bell", "meet Ptolemy" (not "I called Mira",
+"that's Tuesday")."""
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"

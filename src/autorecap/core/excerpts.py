@@ -1,6 +1,7 @@
 """What of a long message answers the query: its sentences that best match the words asked,
-with those that follow a match when they hold the kind of answer wanted (`excerpt_of`), and the
-start of the next message when the matched part asks the same question (`answer_after`).
+with those around a match that hold the kind of answer wanted (`excerpt_of`), how well an
+excerpt answers (`excerpt_answer_weight`), and the start of the next message when the matched
+part asks the same question (`answer_after`).
 
 May import: core.
 """
@@ -27,9 +28,10 @@ _LETTER = re.compile(r"[^\W_]")
 _AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
 """Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
 at what share of its worth: the answer comes up to three sentences after the match ("Jory lent
-him the lot. Eleven pounds four shillings"), or just before it ("That's the Marguerite Bell
-[...] She brings the mail"). Measured with `autorecap eval` on the dev and generated chats
-(two sentences after, before): planted facts with recall 247 -> 249 of 300 and 501 -> 505 of
+him the lot. Eleven pounds four shillings"), or up to two before it ("That's the Marguerite
+Bell [...] She brings the mail"); one that tells it outright (`asking.answer_weight`) counts
+more. Measured with `autorecap eval` on the dev and generated chats (against two sentences
+after and none before): planted facts with recall 247 -> 249 of 300 and 501 -> 505 of
 556 at 1,000 tokens, unchanged at 2,000, 274 -> 275 of 300 (dev) at 4,000."""
 
 

@@ -14,8 +14,8 @@ least a minimum scene length apart, become scene starts (`pick_scene_starts`). T
 - **a session opening**: a greeting, or a catch-up ("since we last talked"), after a closing
   ("talk soon!") or on its own;
 - **a plan**: the message before the one before ends on a meeting agreed ("Nine o'clock.",
-  "meet me at the big clock at three", "tomorrow, my office"), and was answered: weak alone,
-  it is where an undated dialogue goes next;
+  "meet me at the big clock at three", "tomorrow, my office"), one reply has followed: weak
+  alone, it is where an undated dialogue goes next;
 - **a new place**: the opening names a place (a tavern, the docks, Port Anvil) that the last
   messages did not, or tells of arriving somewhere;
 - **a change of cast**: other speakers before and after (group chats);
@@ -214,7 +214,7 @@ def score_scene_starts(turns: Sequence[Turn], *, window: int = 0) -> list[BreakC
         elif OUT_OF_CHARACTER.search(turn.text[:80]) and SKIP_REQUEST.search(turn.text[:200]):
             cues["skip"] = 2.0
         if index > 1 and PLAN.search(turns[index - 2].text[-PLAN_REACH:]):
-            cues["plan"] = 0.8  # the meeting agreed on and answered ("Nine o'clock.") is next
+            cues["plan"] = 0.8  # a meeting agreed ("Nine o'clock."), a reply, then there
         if turn.narrator and not before.narrator:
             cues["narrator"] = 1.0
         elif again and _cast(turn) and turn.speaker == last_speaker:
