@@ -87,13 +87,14 @@ def asked_words(query: str) -> frozenset[str]:
     return frozenset().union(*(text_words(word) for word in [*words, *query_forms(query, words)]))
 
 
+_CHARGED = r"fares?|fees?|tolls?|rent|bill|charged?|wages?|salary|valued?|worth|appraised"
+"""What is paid or what a thing is worth: a number asked, and money."""
 _KIND_CUES = (
     (
         "number",
         re.compile(
             r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
-            r"|cost|price|pay|paid|owe|(fares?|fees?|tolls?|rent|bill|charged?|wages?|salary|valued?"
-            r"|worth|appraised)\b)",
+            rf"|cost|price|pay|paid|owe|({_CHARGED})\b)",
             re.I,
         ),
     ),
@@ -112,9 +113,8 @@ _KIND_CUES = (
     ),
 )
 _MONEY_ASKED = re.compile(
-    r"\bhow much\b|\b(cost|price|pay|paid|owed?|fares?|fees?|tolls?|rent|bill|charged?|wages?"
-    r"|salary|valued?|worth|appraised|cash|money|offer(ed)?|borrow(ed)?|lent|lend|loan"
-    r"|spen[dt]|sell|sold|buy|bought|earn(s|ed)?)\b",
+    rf"\bhow much\b|\b(cost|price|pay|paid|owed?|{_CHARGED}|cash|money|offer(ed)?|borrow(ed)?"
+    r"|lent|lend|loan|spen[dt]|sell|sold|buy|bought|earn(s|ed)?)\b",
     re.I,
 )
 """A question about money: what a sentence that names a sum answers best."""

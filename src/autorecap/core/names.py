@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from wordfreq import zipf_frequency
 
 from autorecap.core.model import Chat, Message
-from autorecap.core.out_of_character import without_tags, without_thoughts
-from autorecap.core.status_blocks import without_status
+from autorecap.core.out_of_character import story_text
 
 
 def user_name_of(chat: Chat) -> str:
@@ -192,8 +191,7 @@ def said(message: Message) -> tuple[str, str]:
     """`spoken`, without a model's thinking, the status blocks a card prints around a reply
     and HTML tags: what a recap is made of (the whole text when it is only those)."""
     name, text = spoken(message)
-    text = without_thoughts(text)
-    return name, without_tags(without_status(text) or text)
+    return name, story_text(text)
 
 
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "miss", "sir", "lady", "lord", "captain", "capt"})

@@ -62,12 +62,17 @@ def without_tags(text: str) -> str:
     return plain.strip() or text
 
 
+def story_text(text: str) -> str:
+    """`text` without a model's thinking, the status blocks around it and HTML tags: what a
+    recap is made of (a message that is only a status block keeps it)."""
+    text = without_thoughts(text)
+    return without_tags(without_status(text) or text)
+
+
 def in_character(text: str) -> str:
     """`text` without its notes out of character (each left as a space), a model's thinking,
     its status blocks and HTML tags."""
-    text = without_thoughts(text)
-    text = without_status(text) or text  # a message that is only a status block keeps it
-    text = without_tags(text)
+    text = story_text(text)
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text
     return _NOTE.sub(" ", text)
