@@ -586,6 +586,38 @@ def test_a_question_about_money_wants_a_sum_over_another_number(sum_: str) -> No
     assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
 
 
+def test_a_sum_told_five_sentences_after_the_match_is_kept_and_another_number_is_not() -> None:
+    """A long turn names the envelope, talks around it, then tells the sum: a sentence that tells
+    the answer outright is kept up to five sentences after a match; another number that far is
+    not."""
+    question = "How much was in the envelope from the bank?"
+    asked, wanted = asked_words(question), answer_kinds(question)
+    match = "Denny brings out a long white envelope from the bank."
+    around = {
+        10: match,
+        11: "It was Monday after the fire.",
+        12: "He sat in the truck a long while.",
+        13: "Nobody else saw it happen.",
+    }
+    limit = COUNTER.count(match) + 25
+    told = excerpt_of(
+        _long({**around, 15: "He said it was $2,400, cash."}), asked, COUNTER, wanted, limit=limit
+    )
+    assert "$2,400" in told
+    farther = excerpt_of(
+        _long({**around, 16: "He said it was $2,400, cash."}), asked, COUNTER, wanted, limit=limit
+    )
+    assert "$2,400" not in farther
+    number = excerpt_of(
+        _long({**around, 15: "He waited there two more hours."}),
+        asked,
+        COUNTER,
+        wanted,
+        limit=limit,
+    )
+    assert "two more hours" not in number
+
+
 @pytest.mark.parametrize(
     "named",
     [
