@@ -438,6 +438,9 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
     [
         ("How much did Juno pay for the impeller?", {"number", "money"}),
         ("What combination opened the safe?", {"number"}),
+        ("What's the number on my cabin door?", {"number"}),
+        ("What was the vault code again?", {"number"}),
+        ("Is the number still on the door?", set()),
         ("What was the coach fare to Carrowmere?", {"number", "money"}),
         ("What's the rent on the flat?", {"number", "money"}),
         ("What was the vault haul valued at?", {"number", "money"}),

@@ -93,7 +93,10 @@ _KIND_CUES = (
     (
         "number",
         re.compile(
-            r"\b(how (much|many|long|far|old)|what (number|code|combination|price|sum|amount)"
+            r"\b(how (much|many|long|far|old)"
+            # "what number", "what's the number on my door", "what was the vault code"
+            r"|(what|which)(?:'s|’s|\s+(?:is|was|were|are))?\s+(?:(?:the|my|your|his|her|our"
+            r"|their|its)\s+)?(?:[\w-]+\s+){0,2}?(number|code|combination|price|sum|amount)s?"
             rf"|cost|price|pay|paid|owe|({_CHARGED})\b)",
             re.I,
         ),
