@@ -107,6 +107,17 @@ def test_a_chat_dated_day_first_is_recapped_with_its_days() -> None:
         # an offset in brackets is kept, not taken for a zone's name
         ("8 May 2023 13:56 (+0200)", datetime(2023, 5, 8, 11, 56, tzinfo=UTC)),
         ("8 May 2023 13:56 (UTC+2)", datetime(2023, 5, 8, 11, 56, tzinfo=UTC)),
+        ("2023/05/08 @ 1:56pm", datetime(2023, 5, 8, 13, 56)),
+        # months and weekdays in the languages a chat app's locale writes them in
+        ("Montag, 8. Mai 2023 um 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("le 8 mai 2023 à 13h56", datetime(2023, 5, 8, 13, 56)),
+        ("mai 8, 2023 1:56pm", datetime(2023, 5, 8, 13, 56)),
+        ("martes, 8 de mayo de 2023, 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("8 maggio 2023 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("segunda-feira, 8 de maio de 2023 às 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("8 mei 2023 om 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("8 мая 2023 г., 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("3 décembre 2023 09:05", datetime(2023, 12, 3, 9, 5)),
     ],
 )
 def test_every_form_of_send_date_is_read(value: object, expected: datetime) -> None:
@@ -124,6 +135,8 @@ def test_a_text_that_is_no_date_is_none() -> None:
         "",
         "yesterday",
         "Tuesday 3pm",
+        "le chat",
+        "8 mai",
         "(none)",
         True,
         [2023],

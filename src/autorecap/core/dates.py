@@ -3,7 +3,8 @@
 SillyTavern writes ISO strings (>= 1.14), "June 19, 2023 2:20pm" (before), "2023-4-21 @20h 02m
 47s 124ms" (1.2-1.8) or epoch milliseconds; importers and other tools write "1:56 pm on 8 May,
 2023", "8 May 2023 13:56", "2023/05/08 13:56:00", a JavaScript `Date`'s text ("Mon May 08 2023
-13:56:00 GMT+0200 (Central European Summer Time)"), "2023年5月8日 13:56" and more. The common
+13:56:00 GMT+0200 (Central European Summer Time)"), "2023年5月8日 13:56", months named in other
+languages ("Montag, 8. Mai 2023 um 13:56", "le 8 mai 2023 à 13h56") and more. The common
 forms take a fast path; anything else goes to dateutil's parser, and one chat repeats its forms,
 so results are cached.
 
@@ -38,6 +39,54 @@ _BRACKETED_OFFSET = re.compile(r"\(\s*((?:GMT|UTC)?\s*[+-]\d{1,2}(?::?\d{2})?)\s
 """"(+0200)", "(UTC+2)": an offset in brackets, read as the offset."""
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
 """"2023年5月8日 13:56", as Chinese and Japanese write a date."""
+_HOUR_H = re.compile(r"\b(\d{1,2})\s?h\s?(\d{2})\b")
+""""13h56", as French writes a time."""
+_MARKS_BETWEEN = re.compile(r"\s*@\s*|\bг\.")
+""""@" between a date and its time ("2023/05/08 @ 1:56pm"), Russian's "г." after the year."""
+_MONTH_NAMES = (
+    # French, German, Spanish, Italian, Portuguese, Dutch, Russian (with its genitive)
+    "janvier januar enero gennaio janeiro januari январь января янв",
+    "février fevrier februar febrero febbraio fevereiro februari февраль февраля фев",
+    "mars märz maerz marzo março marco maart март марта мар",
+    "avril abril aprile april апрель апреля апр",
+    "mai mayo maggio maio mei май мая",
+    "juin juni junio giugno junho июнь июня июн",
+    "juillet juli julio luglio julho июль июля июл",
+    "août aout agosto augustus август августа авг",
+    "septembre septiembre settembre setembro сентябрь сентября сен сент",
+    "octobre oktober octubre ottobre outubro октябрь октября окт",
+    "novembre noviembre novembro ноябрь ноября ноя",
+    "décembre decembre dezember diciembre dicembre dezembro december декабрь декабря дек",
+)
+
+_SKIPPED = """
+    le la el il der den am um à às de del om в г
+    lundi mardi mercredi jeudi vendredi samedi dimanche
+    montag dienstag mittwoch donnerstag freitag samstag sonntag
+    lunes martes miércoles miercoles jueves viernes sábado sabado domingo
+    lunedì martedì mercoledì giovedì venerdì sabato domenica
+    segunda terça terca quarta quinta sexta feira
+    maandag dinsdag woensdag donderdag vrijdag zaterdag zondag
+    понедельник вторник среда четверг пятница суббота воскресенье
+"""
+"""Words between a date's parts, and the weekdays, in those languages: skipped."""
+
+
+class _ManyLanguages(date_parser.parserinfo):
+    """dateutil's English words, and the months' names in the languages a chat app's locale
+    writes them in ("8. Mai 2023 13:56", "le 8 mai 2023 à 13h56", "8 мая 2023 г., 13:56")."""
+
+    def __init__(self) -> None:
+        months: Any = [
+            (*english, *names.split())
+            for english, names in zip(date_parser.parserinfo.MONTHS, _MONTH_NAMES, strict=True)
+        ]
+        self.MONTHS = months
+        self.JUMP = [*date_parser.parserinfo.JUMP, *_SKIPPED.split()]
+        super().__init__()
+
+
+_MANY_LANGUAGES = _ManyLanguages()
 _NO_DATE = datetime(1970, 1, 1)
 """What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
 today's date)."""
@@ -104,11 +153,11 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
     if text.isdigit():
         return _from_epoch(float(text))
     try:
-        parsed = datetime.fromisoformat(text)
+        iso = datetime.fromisoformat(text)
     except ValueError:
         pass
     else:
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return iso if iso.tzinfo else iso.replace(tzinfo=UTC)
     match = _HUMANIZED.match(text)
     if match:
         year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
@@ -116,13 +165,30 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
             return datetime(year, month, day, hour, minute, second, int(match.group(7) or 0) * 1000)
         except ValueError:
             return None
+    parsed: datetime | None
     try:
         parsed = date_parser.parse(_plain(text), default=_NO_DATE, dayfirst=day_first)
         parsed.utcoffset()  # an offset of a day or more ("GMT+24") is no zone
     except (ValueError, OverflowError):
+        parsed = _in_other_words(text, day_first)
+    if parsed is None:
         return None
     # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.
     return None if parsed.year == _NO_DATE.year and str(_NO_DATE.year) not in text else parsed
+
+
+def _in_other_words(text: str, day_first: bool) -> datetime | None:
+    """A date dateutil's English does not read: months and weekdays named in another language,
+    words between the parts ("à", "um", "@"), "13h56"."""
+    plain = _HOUR_H.sub(r"\1:\2", _MARKS_BETWEEN.sub(" ", _plain(text)))
+    try:
+        parsed = date_parser.parse(
+            plain, parserinfo=_MANY_LANGUAGES, default=_NO_DATE, dayfirst=day_first
+        )
+        parsed.utcoffset()
+    except (ValueError, OverflowError):
+        return None
+    return parsed
 
 
 def _plain(text: str) -> str:
