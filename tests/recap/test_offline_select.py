@@ -111,6 +111,19 @@ def test_a_sum_in_words_is_kept_over_description() -> None:
     assert "four silver and six pence" in kept
 
 
+@pytest.mark.parametrize(
+    "sum_", ["ninety-two crowns", "seven salt-chits", "$2,400", "forty guineas"]
+)
+def test_a_sentence_that_names_a_sum_is_kept_over_one_with_another_number(sum_: str) -> None:
+    """A turn of haggling counts pounds of glass and days on the road; the price is what is
+    asked later."""
+    priced = f"The whole lot was appraised at {sum_}, guild rate."
+    counted = "He counts thirty-one pieces of salt-glass, of first and second quality."
+    pieces = [Piece(0, "Crane", counted), Piece(1, "Crane", priced)]
+    room = max(COUNTER.count(p.text) for p in pieces) + 5  # one of them, with its label
+    assert sum_ in render(choose(pieces, room, COUNTER))
+
+
 @pytest.mark.parametrize("word", ["four", "twenty-two", "twenty-one", "ninety-one", "hundred"])
 def test_a_number_in_words(word: str) -> None:
     assert spelled_number(word)

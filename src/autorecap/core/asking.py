@@ -136,6 +136,13 @@ _MONEY = re.compile(
     re.I,
 )
 """A sum of money: "$2,400", "three hundred dollars", "seven salt-chits", "fourpence"."""
+
+
+def names_a_sum(text: str) -> bool:
+    """Whether the text names a sum of money (`_MONEY`)."""
+    return _MONEY.search(text) is not None
+
+
 TOLD_WEIGHT = 2.0
 """What a sentence that tells the answer outright is worth against one that only holds its kind:
 a sum to a question about money, against another number ("two of them", "the twenty-sixth");

@@ -3,11 +3,11 @@
 Each sentence is worth the rarity of the content words it adds to what is already chosen
 (numbers, names, places and rare words count most, and most of all what a thing is called or a
 quoted password; a word said twice counts once), more when it tells of an event a memory must
-keep (a promise, a purchase, a move, an injury), less when it only asks. Sentences are taken
-greedily by worth per token until the budget is spent, then put back in the order they were
-said, grouped by speaker ("Caroline: ... Melanie: ..."). The lines of a running recap are
-shortened the same way, all at once (`fit_lines`): the room goes to the best sentences of any
-line, so a scene full of facts keeps more of its line than one of small talk.
+keep (a promise, a purchase, a move, an injury) or names a sum of money, less when it only
+asks. Sentences are taken greedily by worth per token until the budget is spent, then put back
+in the order they were said, grouped by speaker ("Caroline: ... Melanie: ..."). The lines of a
+running recap are shortened the same way, all at once (`fit_lines`): the room goes to the best
+sentences of any line, so a scene full of facts keeps more of its line than one of small talk.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autorecap.core.asking import names_a_sum
 from autorecap.core.tokens import TokenCounter
 from autorecap.core.words import STOPWORDS
 from autorecap.recap.offline.numbers import (
@@ -385,7 +386,18 @@ def _plain_profile(text: str, question: bool) -> tuple[dict[str, float], float, 
         # arrangement."); "Chrysanthemum." as a password is not one
     # An event with nothing else ("Promise.", "Agreed.") tells nothing of what was promised.
     bonus = 1.5 * min(events, 2) if len(words) > events else 0.0
+    if names_a_sum(text):
+        bonus += SUM_BONUS
     return content, bonus, factor
+
+
+SUM_BONUS = 3.0
+"""Added to a sentence that names a sum of money ("at ninety-two crowns, guild rate", "Seven
+salt-chits, payable on our first payday"): what a thing cost is asked for later, and a long turn
+of haggling names other numbers around it. Measured with `autorecap eval` on the dev and
+generated chats, planted facts in the running recap 382 / 411 / 420 -> 389 / 416 / 425 of 496
+at 1,000 / 2,000 / 4,000 tokens, with recall 422 / 444 / 450 -> 426 / 448 / 452 of 463; 1.5
+gained less, 5 the same at 2,000 and less at 1,000."""
 
 
 _NAMING = re.compile(
