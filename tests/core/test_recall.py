@@ -292,6 +292,23 @@ def test_a_short_question_after_a_match_brings_an_answer_told_in_a_gesture() -> 
     assert "→" not in alone.text
 
 
+def test_the_answer_after_a_question_is_the_name_given_over_a_name_in_passing() -> None:
+    """ "Is that the mail boat?" is answered two sentences on, with the boat's name in italics:
+    the sentence that gives a name beats the one that only says who speaks, and a name in
+    italics is no gesture."""
+    chat = chat_of(
+        message('The ketch comes in over the bar. "Is that the mail boat?"', hidden=True),
+        message(
+            '"Bigger would ground," said Callum, who was sitting on a bollard mending a lobster '
+            "pot and pretending to take no interest at all in the boat or in anything else. "
+            '"That\'s the *Marguerite Bell*, out of Harwich."',
+            hidden=True,
+        ),
+    )
+    (found,) = recall_pieces(chat, [(0, 1.0)], "What was the mail boat called?", COUNTER)
+    assert found.text.endswith('→ "That\'s the Marguerite Bell, out of Harwich."')
+
+
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
     chat = chat_of(message("They talked for a while.", hidden=True))
     set_data(chat.messages[0], "memory", "Mira made Tomas quartermaster.")

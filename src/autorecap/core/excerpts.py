@@ -15,7 +15,6 @@ from autorecap.core.asking import (
     TOLD_WEIGHT,
     answer_kinds,
     answer_weight,
-    holds_answer,
     text_words,
 )
 from autorecap.core.tokens import TokenCounter
@@ -28,8 +27,9 @@ QUESTION_WORDS = 3
 """The fewest words of a question whose answer is taken along ("Orrin?" asks nothing)."""
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _MARKUP = re.compile(r"[*_~`]+")
-_ACTION = re.compile(r"\*[^*]*\*")
-"""A gesture between asterisks ("*She leans in and whispers.*")."""
+_ACTION = re.compile(r"\*(?=[^*]*\b[a-z]{2,})[^*]*\*")
+"""A gesture between asterisks ("*She leans in and whispers.*"); a name in italics ("That's the
+*Marguerite Bell*") is none."""
 _LETTER = re.compile(r"[^\W_]")
 _AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
 """Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
@@ -182,11 +182,14 @@ def _sentences(text: str) -> list[str]:
 def _answer_at(
     sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
 ) -> int | None:
-    """Which of the first three sentences first holds a wanted kind of answer, if any."""
-    return next(
-        (i for i, s in enumerate(sentences[:3]) if wanted and holds_answer(s, wanted, asked)),
-        None,
-    )
+    """Which of the first three sentences holds a wanted kind of answer, if any: the first that
+    tells it outright ("That's the Marguerite Bell") before the first that holds one in passing
+    ("said Callum")."""
+    if not wanted:
+        return None
+    weights = [answer_weight(s, wanted, asked) for s in sentences[:3]]
+    best = max(weights, default=0.0)
+    return weights.index(best) if best else None
 
 
 def around(
