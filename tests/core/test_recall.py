@@ -671,6 +671,14 @@ def test_a_number_or_a_name_in_passing_is_not_told_outright(question: str, said:
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == 1.0
 
 
+def test_a_short_quote_tells_the_words_asked_for_and_a_line_of_dialogue_only_holds_them() -> None:
+    question = "What did Tobiah answer at the hatch?"
+    wanted, asked = answer_kinds(question), asked_words(question)
+    assert answer_weight('"Salt and ember," Tobiah says.', wanted, asked) == TOLD_WEIGHT
+    said = '"We should go before the bell, the stokers will be back soon," Tobiah says.'
+    assert answer_weight(said, wanted, asked) == 1.0
+
+
 def test_died_is_found_by_die() -> None:
     """Porter's stemmer parts "die" from "died": the question finds the message all the same."""
     assert asked_words("When did Walt die?") & text_words("Walt died on the ninth.")
