@@ -2,7 +2,7 @@
 (FTS5, BM25), on the same questions: `autorecap eval`'s shipped chats (dev and held-out), each
 recapped offline, its covered messages hidden as auto-hide would, and every question asked as
 the newest message. Printed: the share of the answer words and the planted facts the recalled
-pieces hold (recall alone, at `recall_max_tokens` 400), and the search time per question.
+pieces hold (recall alone, at `recall_max_tokens` 500), and the search time per question.
 
 The PostgreSQL server is started for the run in a temporary folder.
 """
@@ -27,7 +27,7 @@ from autorecap.settings import Settings
 from autorecap.store import ChatStore, open_store
 from autorecap.testing.postgres import PostgresServer
 
-SHARE = 400
+SHARE = 500
 
 
 def main() -> None:

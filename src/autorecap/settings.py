@@ -195,7 +195,7 @@ class Settings(BaseModel):
         "scene recaps that best match the newest user message (and the last reply).",
     )
     recall_max_tokens: int = Field(
-        400, ge=0, le=20_000, description="Longest recall injection in tokens."
+        500, ge=0, le=20_000, description="Longest recall injection in tokens."
     )
     recall_template: str = Field(
         DEFAULT_RECALL_TEMPLATE, description="Injection text; {{recall}} is the recalled pieces."
