@@ -24,6 +24,14 @@ TABLE_ROWS = (
     "\n\n| Stat | Value |\n|---|---|\n| **Location** | Tavern |\n| Time | Day 3 |\n"
     "| Affection | 35/100 |"
 )
+HTML_TABLE = (
+    "\n\n<table><tr><td>Location</td><td>The Rusty Anchor</td></tr>"
+    "<tr><td>Time</td><td>Day 3, evening</td></tr></table>"
+)
+HTML_TITLED = (
+    "\n<table>\n<tr><th>Location</th><th>Time</th><th>Mood</th></tr>\n"
+    "<tr><td>The Rusty Anchor</td><td>Day 3, evening</td><td>wary</td></tr>\n</table>"
+)
 KEYLESS = "\n\n📍 The Rusty Anchor | 🕐 Day 3, evening | ❤️ 35/100"
 KEYLESS_LINES = "\n\n📍 The Rusty Anchor\n🕐 Day 3, evening\n❤️ 35/100"
 
@@ -41,6 +49,9 @@ KEYLESS_LINES = "\n\n📍 The Rusty Anchor\n🕐 Day 3, evening\n❤️ 35/100"
         # a Markdown table: a row of values under its keys, or a key and a value per row
         ("He nods." + TABLE, "He nods."),
         ("He nods." + TABLE_ROWS, "He nods."),
+        # an HTML table: a key and a value per row, or a row of values under its titles
+        ("He nods." + HTML_TABLE, "He nods."),
+        ("He nods." + HTML_TITLED, "He nods."),
         # emoji standing for the keys
         ("He nods." + KEYLESS, "He nods."),
         ("He nods." + KEYLESS_LINES, "He nods."),
@@ -80,6 +91,9 @@ def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: st
         "📍 Paris\n🕐 3pm\n\nsee you there!",
         "Found it ❤️\n📍 Paris",
         "He nods.\n\n| Location | Tavern |\n| Time | Day 3 |",
+        # an HTML table the story gives, between its sentences
+        "The menu reads:\n<table><tr><td>Stew</td><td>4 coppers</td></tr>"
+        "<tr><td>Ale</td><td>2 coppers</td></tr></table>\nShe orders the stew.",
         # a table or emoji lines with a tracker's keys but no mark besides their form: an
         # itinerary, feelings in a text, a plan
         "She slides it across.\n\n| Day | Time | Place |\n|---|---|---|\n| Friday | 9pm | Docks |",
@@ -121,6 +135,8 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
         "hp": "80/100",
     }
     assert where_and_when("x" + TABLE_ROWS) == ("tavern", "day 3")
+    for block in (HTML_TABLE, HTML_TITLED):
+        assert where_and_when("x" + block) == ("rusty anchor", "day 3")
     assert where_and_when("x" + FENCED) == ("old mill road", "day 2")
     assert where_and_when(TITLED + "x") == ("harbour office", "may 8")
     assert where_and_when("no status at all") == ("", "")

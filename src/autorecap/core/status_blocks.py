@@ -7,8 +7,9 @@ fields that say where and when the scene is and how the characters stand, such a
     ❤️ Affection: 35/100
 
 or one line of them ("[Location: The Rusty Anchor | Time: Day 3 | HP: 80/100]"), emoji with no
-keys ("📍 The Rusty Anchor | 🕐 Day 3"), a Markdown table, often in a code fence or in HTML
-(`<details><summary>Status</summary>...</details>`). Printed again on
+keys ("📍 The Rusty Anchor | 🕐 Day 3"), a Markdown table or an HTML one (`<td>` cells, `<th>`
+titles), often in a code fence or in HTML (`<details><summary>Status</summary>...</details>`).
+Printed again on
 every message with a number or two changed, a block is no event of the story: recaps that kept
 it kept "Affection: 37/100" instead of what was said. A block is told from a list the story
 gives (a packing list, a letter's header, a case file, a script of lines) by its fields: three
@@ -25,6 +26,7 @@ import re
 
 _TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)[^<>]*>")
 _BREAK_TAGS = frozenset({"br", "p", "div", "details", "summary", "li", "tr", "table", "ul", "hr"})
+_CELL_TAGS = frozenset({"td", "th"})
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$")
 _RULE = re.compile(r"^\s*(?:[-*_=~•·─━]\s*){3,}$")
 _KEY = r"[^\W\d_][\w'’./&-]*(?:[ ][\w'’./&-]+){0,2}?"
@@ -104,11 +106,20 @@ def _lines(text: str) -> list[tuple[str, bool]]:
             out.append((raw, False))
             continue
         current = pieces[0]
+        titles = False  # the row holds a table's titles (<th>)
         # split() gives text, then (closing slash, tag name, text) per tag
         for at in range(1, len(pieces), 3):
-            if pieces[at + 1].lower() in _BREAK_TAGS:
+            closing, name = pieces[at] == "/", pieces[at + 1].lower()
+            if name in _CELL_TAGS and not closing:
+                current += " | "  # an HTML table's cell, read as a Markdown table's
+                titles = titles or name == "th"
+            elif name == "tr" and closing:
+                current += " |"
+            if name in _BREAK_TAGS:
                 out.append((current, True))
-                current = ""
+                if name == "tr" and closing and titles:
+                    out.append(("|---|", True))  # titles over values, as Markdown rules them
+                current, titles = "", False
             current += pieces[at + 2]
         out.append((current, True))
     return out
@@ -134,8 +145,8 @@ _EMOJI_KEY = re.compile(
     "(?:^|[|•])\\s*([" + "".join(_EMOJI_OF) + "])\ufe0f?\\s*(?![^|•:：]{0,30}[:：])([^|•]+)"
 )
 """A tracker's emoji and the value after it, with no key between ("📍 The Rusty Anchor")."""
-_MAY_HOLD = re.compile("[:：|" + "".join(_EMOJI_OF) + "]")
-"""What every status block has: a key's colon, a table's bar or a tracker's emoji."""
+_MAY_HOLD = re.compile("[:：|" + "".join(_EMOJI_OF) + "]|<t[dh]\\b", re.IGNORECASE)
+"""What every status block has: a key's colon, a table's bar or cell, or a tracker's emoji."""
 _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$")
 """A Markdown table's row or rule."""
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -157,17 +168,20 @@ def _as_fields(lines: list[tuple[str, bool]]) -> list[_Read]:
     ]
     at = 0
     while at < len(read):
+        rows: list[int] = []  # a table's rows; an HTML table's tags leave empty lines between
         end = at
-        while end < len(read) and _TABLE_LINE.match(read[end][0]):
+        while end < len(read) and (
+            _TABLE_LINE.match(read[end][0]) or (rows and read[end][1] and not read[end][0].strip())
+        ):
+            if read[end][0].strip():
+                rows.append(end)
             end += 1
-        if end == at:
+        if not rows:
             at += 1
             continue
-        table = _table_fields([line for line, _tagged, _derived in read[at:end]])
-        read[at:end] = [
-            (line, tagged, True)
-            for line, (_old, tagged, _derived) in zip(table, read[at:end], strict=True)
-        ]
+        table = _table_fields([read[i][0] for i in rows])
+        for i, line in zip(rows, table, strict=True):
+            read[i] = (line, read[i][1], True)
         at = end
     return read
 
