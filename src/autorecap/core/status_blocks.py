@@ -23,6 +23,7 @@ May import: nothing of autorecap.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)[^<>]*>")
 _BREAK_TAGS = frozenset({"br", "p", "div", "details", "summary", "li", "tr", "table", "ul", "hr"})
@@ -80,18 +81,26 @@ def status_fields(text: str) -> dict[str, str]:
 
 def split_status(text: str) -> tuple[str, dict[str, str]]:
     """`without_status` and `status_fields` of `text`, read once."""
+    story, fields = _split(text)
+    return story, dict(fields)
+
+
+@lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """`split_status`, cached: recaps, recall and the scene cues each read a message's story."""
     if not _MAY_HOLD.search(text):
-        return text, {}
+        return text, ()
     lines = _lines(text)
     read = _as_fields(lines)
     start, end = _block_bounds(read)
     if start == 0 and end == len(lines):
-        return text, {}
+        return text, ()
     fields: dict[str, str] = {}
     for line, _tagged, _derived in [*read[:start], *read[end:]]:
         for key, value in _fields_of(line):
             fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
-    return "\n".join(line for line, _tagged in lines[start:end]).strip(), fields
+    story = "\n".join(line for line, _tagged in lines[start:end]).strip()
+    return story, tuple(fields.items())
 
 
 def _lines(text: str) -> list[tuple[str, bool]]:
