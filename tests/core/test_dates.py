@@ -118,6 +118,9 @@ def test_a_chat_dated_day_first_is_recapped_with_its_days() -> None:
         ("8 mei 2023 om 13:56", datetime(2023, 5, 8, 13, 56)),
         ("8 мая 2023 г., 13:56", datetime(2023, 5, 8, 13, 56)),
         ("3 décembre 2023 09:05", datetime(2023, 12, 3, 9, 5)),
+        ("Montag, am 8. Mai 2023 um 13:56", datetime(2023, 5, 8, 13, 56)),
+        ("8 janv. 2023", datetime(2023, 1, 8)),
+        ("8. Dez. 2023 09:05", datetime(2023, 12, 8, 9, 5)),
     ],
 )
 def test_every_form_of_send_date_is_read(value: object, expected: datetime) -> None:
@@ -137,6 +140,10 @@ def test_a_text_that_is_no_date_is_none() -> None:
         "Tuesday 3pm",
         "le chat",
         "8 mai",
+        # another language's words with a year and no day are no date
+        "la 2023",
+        "Mars 2023",
+        "el 12 de 2023",
         "(none)",
         True,
         [2023],

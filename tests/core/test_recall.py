@@ -14,6 +14,7 @@ from autorecap.core.asking import (
     answer_kinds,
     answer_weight,
     asked_words,
+    names_a_sum,
     query_forms,
     query_words,
     text_words,
@@ -309,6 +310,15 @@ def test_the_answer_after_a_question_is_the_name_given_over_a_name_in_passing() 
     assert found.text.endswith('→ "That\'s the Marguerite Bell, out of Harwich."')
 
 
+def test_a_one_word_gesture_is_no_name_in_italics() -> None:
+    chat = chat_of(
+        message("Where did you hide the key?", user=True, hidden=True),
+        message("*Shrugs.* *Sighs.* Under the loose stone by the Old Mill.", hidden=True),
+    )
+    (found,) = recall_pieces(chat, [(0, 1.0)], "Where is the key hidden?", COUNTER)
+    assert found.text.endswith("→ Under the loose stone by the Old Mill.")
+
+
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
     chat = chat_of(message("They talked for a while.", hidden=True))
     set_data(chat.messages[0], "memory", "Mira made Tomas quartermaster.")
@@ -458,6 +468,8 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("What's the number on my cabin door?", {"number"}),
         ("What was the vault code again?", {"number"}),
         ("Is the number still on the door?", set()),
+        ("I know what your number is.", set()),
+        ("What was the code word at the gate?", {"words"}),
         ("What was the coach fare to Carrowmere?", {"number", "money"}),
         ("What's the rent on the flat?", {"number", "money"}),
         ("What was the vault haul valued at?", {"number", "money"}),
@@ -671,12 +683,36 @@ def test_a_number_or_a_name_in_passing_is_not_told_outright(question: str, said:
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == 1.0
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "She had three marks on her arm.",
+        "He bought fifty-two pounds of flour.",
+        "It wore ten crowns of thorns.",
+        "He won two games.",
+    ],
+)
+def test_a_weight_or_a_mark_is_no_sum(said: str) -> None:
+    assert not names_a_sum(said)
+
+
+def test_sums_in_the_worlds_and_the_stories_money() -> None:
+    for said in ("That'll be fourteen stivers, miss.", "The fund is at 1,312 gulden.", "50 gp"):
+        assert names_a_sum(said)
+
+
 def test_a_short_quote_tells_the_words_asked_for_and_a_line_of_dialogue_only_holds_them() -> None:
     question = "What did Tobiah answer at the hatch?"
     wanted, asked = answer_kinds(question), asked_words(question)
     assert answer_weight('"Salt and ember," Tobiah says.', wanted, asked) == TOLD_WEIGHT
     said = '"We should go before the bell, the stokers will be back soon," Tobiah says.'
     assert answer_weight(said, wanted, asked) == 1.0
+    # the narration between two quotes is no quote
+    two = (
+        '"We should go before the bell and the stokers are back," Tobiah says. '
+        '"They will all be angry with us, every one."'
+    )
+    assert answer_weight(two, wanted, asked) == 1.0
 
 
 def test_died_is_found_by_die() -> None:

@@ -26,11 +26,16 @@ TABLE_ROWS = (
 )
 HTML_TABLE = (
     "\n\n<table><tr><td>Location</td><td>The Rusty Anchor</td></tr>"
-    "<tr><td>Time</td><td>Day 3, evening</td></tr></table>"
+    "<tr><td>Time</td><td>Day 3, evening</td></tr><tr><td>Affection</td><td>35/100</td></tr>"
+    "</table>"
 )
 HTML_TITLED = (
-    "\n<table>\n<tr><th>Location</th><th>Time</th><th>Mood</th></tr>\n"
-    "<tr><td>The Rusty Anchor</td><td>Day 3, evening</td><td>wary</td></tr>\n</table>"
+    "\n<table>\n<tr><th>Location</th><th>Time</th><th>HP</th></tr>\n"
+    "<tr><td>The Rusty Anchor</td><td>Day 3, evening</td><td>80/100</td></tr>\n</table>"
+)
+HTML_CELLS = (
+    "\n<table><tr><td>📍 Location: The Rusty Anchor</td></tr><tr><td>🕐 Time: Day 3, evening"
+    "</td></tr><tr><td>❤️ Affection: 35/100</td></tr></table>"
 )
 KEYLESS = "\n\n📍 The Rusty Anchor | 🕐 Day 3, evening | ❤️ 35/100"
 KEYLESS_LINES = "\n\n📍 The Rusty Anchor\n🕐 Day 3, evening\n❤️ 35/100"
@@ -52,6 +57,7 @@ KEYLESS_LINES = "\n\n📍 The Rusty Anchor\n🕐 Day 3, evening\n❤️ 35/100"
         # an HTML table: a key and a value per row, or a row of values under its titles
         ("He nods." + HTML_TABLE, "He nods."),
         ("He nods." + HTML_TITLED, "He nods."),
+        ("He nods." + HTML_CELLS, "He nods."),  # a row of one cell is its text
         # emoji standing for the keys
         ("He nods." + KEYLESS, "He nods."),
         ("He nods." + KEYLESS_LINES, "He nods."),
@@ -91,9 +97,14 @@ def test_a_status_block_before_or_after_a_reply_is_left_out(text: str, story: st
         "📍 Paris\n🕐 3pm\n\nsee you there!",
         "Found it ❤️\n📍 Paris",
         "He nods.\n\n| Location | Tavern |\n| Time | Day 3 |",
-        # an HTML table the story gives, between its sentences
+        # an HTML table the story gives, between its sentences or at the end (its tags are
+        # its form, no tracker's mark, as a Markdown table's bars are)
         "The menu reads:\n<table><tr><td>Stew</td><td>4 coppers</td></tr>"
         "<tr><td>Ale</td><td>2 coppers</td></tr></table>\nShe orders the stew.",
+        "She slides it across.\n\n<table><tr><th>Day</th><th>Time</th><th>Place</th></tr>"
+        "<tr><td>Friday</td><td>9pm</td><td>Docks</td></tr></table>",
+        "She hands me the note.\n<table><tr><td>Place</td><td>the old chapel</td></tr>"
+        "<tr><td>Time</td><td>midnight</td></tr></table>",
         # a table or emoji lines with a tracker's keys but no mark besides their form: an
         # itinerary, feelings in a text, a plan
         "She slides it across.\n\n| Day | Time | Place |\n|---|---|---|\n| Friday | 9pm | Docks |",
@@ -135,8 +146,9 @@ def test_the_fields_place_and_day_of_a_status_block() -> None:
         "hp": "80/100",
     }
     assert where_and_when("x" + TABLE_ROWS) == ("tavern", "day 3")
-    for block in (HTML_TABLE, HTML_TITLED):
+    for block in (HTML_TABLE, HTML_TITLED, HTML_CELLS):
         assert where_and_when("x" + block) == ("rusty anchor", "day 3")
+    assert status_fields("x" + HTML_CELLS) == status_fields("x" + EMOJI)
     assert where_and_when("x" + FENCED) == ("old mill road", "day 2")
     assert where_and_when(TITLED + "x") == ("harbour office", "may 8")
     assert where_and_when("no status at all") == ("", "")

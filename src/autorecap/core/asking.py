@@ -94,9 +94,11 @@ _KIND_CUES = (
         "number",
         re.compile(
             r"\b(how (much|many|long|far|old)"
-            # "what number", "what's the number on my door", "what was the vault code"
-            r"|(what|which)(?:'s|’s|\s+(?:is|was|were|are))?\s+(?:(?:the|my|your|his|her|our"
+            r"|what (number|code|combination|price|sum|amount)"
+            # "what's the number on my door", "what was the vault code" (asked: a "?" follows)
+            r"|(what|which)(?:'s|’s|\s+(?:is|was|were|are))\s+(?:(?:the|my|your|his|her|our"
             r"|their|its)\s+)?(?:[\w-]+\s+){0,2}?(number|code|combination|price|sum|amount)s?"
+            r"(?!\s+(?:words?|phrases?|names?)\b)(?=[^.!\n]*\?)"  # a code word is words said
             rf"|cost|price|pay|paid|owe|({_CHARGED})\b)",
             re.I,
         ),
@@ -107,7 +109,7 @@ _KIND_CUES = (
     (
         "words",
         re.compile(
-            r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|code ?words?|motto"
+            r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|(?:code|key) ?words?|motto"
             r"|what (?:was|is|were|are) the (?:\S+ ){0,2}(?:words?|phrases?)"
             r"|(?:what|which) (?:words?|phrases?)"
             r"|what did (\S+ ){1,4}(say|answer|reply|whisper|shout|mutter))\b",
@@ -122,15 +124,27 @@ _MONEY_ASKED = re.compile(
 )
 """A question about money: what a sentence that names a sum answers best."""
 _SUM = (
-    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
+    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen"
+    r"|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen"
     r"|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half)"
 )
+_CURRENCY = (
+    r"dollars?|bucks|pounds?|quid|shillings?|(?-i:pence|pennies)|guineas?|crowns?|coins?"
+    r"|coppers?|marks?|euros?|francs?|sovereigns?|chits?|credits?|cents?|grand|florins?"
+    r"|ducats?|thalers?|rubles?|yen"
+    # more of the world's and the stories' money, old and invented
+    r"|gulden|guilders?|stivers?|kreuzers?|hellers?|groschen|pfennigs?|kopecks?|kopeks?"
+    r"|roubles?|zloty|zlotys|korun[ay]?|kronor|krona|kroner|kronen|lire|lira|pesos?|pesetas?"
+    r"|reales|escudos?|rupees?|taels?|yuan|ryo|drachmas?|drachmae|obols?|denarii|denarius"
+    r"|sesterces|shekels?|dinars?|dirhams?|rials?|piast(?:er|re)s?|scrip|septims?|orens?|nuyen"
+    r"|zeny|[gsc]p"
+)
 _MONEY = re.compile(
-    rf"[$£€¥₹]\s?\d|\b{_SUM}[\s-]+(?:[\w-]+[\s-]+)?(?:dollars?|bucks|pounds?|quid|shillings?"
-    r"|(?-i:pence|pennies)|guineas?|crowns?|coins?|coppers?|marks?|euros?|francs?|sovereigns?"
-    r"|chits?|credits?|cents?|grand|florins?|ducats?|thalers?|rubles?|yen"
+    rf"[$£€¥₹]\s?\d|\b{_SUM}[\s-]+(?:[\w-]+[\s-]+)?(?:(?:{_CURRENCY})\b"
+    # a weight, marks on the skin, the crowns of a realm: "pounds of flour", "marks on her arm"
+    r"(?!\s+(?:of|on)\b)"
     # gold and silver as money, not as what a thing is made of ("two gold rings")
-    r"|(?:gold|silver)(?=\s*(?:[^\w\s]|$|pieces?\b|coins?\b)))\b"
+    r"|(?:gold|silver)(?=\s*(?:[^\w\s]|$|pieces?\b|coins?\b))\b)"
     # old money in one word, in lower case: "Penny" and "Spence" are names
     r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
     re.I,
@@ -147,7 +161,9 @@ TOLD_WEIGHT = 2.0
 """What a sentence that tells the answer outright is worth against one that only holds its kind:
 a sum to a question about money, against another number ("two of them", "the twenty-sixth");
 a name given ("that's the Marguerite Bell") to a question about a name, against a name in
-passing. In the excerpt of a long message, and for the piece's `recall.ANSWER_BOOST`.
+passing; words in a short quote to a question about words said. In the excerpt of a long
+message (where it is also kept further from its match: `excerpts._TOLD_AROUND`), for the
+piece's `recall.ANSWER_BOOST`, and for where the answer after a recalled question starts.
 Measured with `autorecap eval` on the dev chats, planted facts with recall: sums 271 -> 282 of
 340 at 1,000 tokens, 297 -> 303 at 2,000, 307 -> 311 at 4,000; names given, then, 286, 305
 and 313; the generated chats unchanged (505, 506 and 506 of 556). A day named ("July ninth")
@@ -155,10 +171,11 @@ to "when" gained nothing. A short quote to "what password" gained nothing either
 answer was kept further from its match (`excerpts._TOLD_AROUND`): then, on the dev and
 generated chats, 427 / 449 / 453 -> 428 / 449 / 455 of 463."""
 _QUOTED = re.compile(r"[\"“”«»]")
-_SHORT_QUOTE = re.compile(r"[\"“«]\s*[^\"“”«»\s]+(?:\s+[^\"“”«»\s]+){0,5}\s*[\"”»]")
-""""Salt and ember," six words or fewer in quotes: a password or a reply told outright, where
-a line of dialogue runs longer."""
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
+_SHORT_QUOTE = re.compile(r"(?<![\w,.!?…])[\"“«](?=\S)[^\"“”«»]{1,60}?(?<=\S)[\"”»](?!\w)")
+""""Salt and ember," in quotes and six words or fewer: a password or a reply told
+outright, where a line of dialogue runs longer. An opening quote follows no word or stop, so
+the narration between two quotes ('," he says. "') is none."""
 _WEEKDAYS_MONTHS = (
     r"(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|January|February|March|April|May|June"
     r"|July|August|September|October|November|December)"
@@ -206,11 +223,13 @@ def answer_weight(sentence: str, wanted: frozenset[str], asked: frozenset[str]) 
     1."""
     if not holds_answer(sentence, wanted, asked):
         return 0.0
-    if ("money" in wanted and _MONEY.search(sentence)) or (
+    if ("money" in wanted and names_a_sum(sentence)) or (
         "name" in wanted and _NAMING.search(sentence)
     ):
         return TOLD_WEIGHT
-    if "words" in wanted and _SHORT_QUOTE.search(sentence):
+    if "words" in wanted and any(
+        len(m.group(0).split()) <= 6 for m in _SHORT_QUOTE.finditer(sentence)
+    ):
         return TOLD_WEIGHT
     return 1.0
 

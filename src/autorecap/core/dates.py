@@ -41,26 +41,28 @@ _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
 """"2023年5月8日 13:56", as Chinese and Japanese write a date."""
 _HOUR_H = re.compile(r"\b(\d{1,2})\s?h\s?(\d{2})\b")
 """"13h56", as French writes a time."""
-_MARKS_BETWEEN = re.compile(r"\s*@\s*|\bг\.")
-""""@" between a date and its time ("2023/05/08 @ 1:56pm"), Russian's "г." after the year."""
+_MARKS_BETWEEN = re.compile(r"\s*@\s*|\bг\.|\bam\b(?=\s*\d{1,2}\.)", re.IGNORECASE)
+""""@" between a date and its time ("2023/05/08 @ 1:56pm"), Russian's "г." after the year,
+German's "am" before the day ("am 8. Mai"), which dateutil would read as the morning."""
 _MONTH_NAMES = (
     # French, German, Spanish, Italian, Portuguese, Dutch, Russian (with its genitive)
-    "janvier januar enero gennaio janeiro januari январь января янв",
-    "février fevrier februar febrero febbraio fevereiro februari февраль февраля фев",
-    "mars märz maerz marzo março marco maart март марта мар",
-    "avril abril aprile april апрель апреля апр",
-    "mai mayo maggio maio mei май мая",
-    "juin juni junio giugno junho июнь июня июн",
-    "juillet juli julio luglio julho июль июля июл",
+    "janvier janv januar jän enero ene gennaio gen janeiro januari январь января янв",
+    "février fevrier févr fevr februar febrero febbraio fevereiro fev februari февраль февраля фев",
+    "mars märz maerz mrz marzo março marco maart март марта мар",
+    "avril avr abril abr aprile april апрель апреля апр",
+    "mai mayo maggio mag maio mei май мая",
+    "juin juni junio giugno giu junho июнь июня июн",
+    "juillet juil juli julio luglio lug julho июль июля июл",
     "août aout agosto augustus август августа авг",
     "septembre septiembre settembre setembro сентябрь сентября сен сент",
-    "octobre oktober octubre ottobre outubro октябрь октября окт",
+    "octobre oktober okt octubre ottobre ott outubro октябрь октября окт",
     "novembre noviembre novembro ноябрь ноября ноя",
-    "décembre decembre dezember diciembre dicembre dezembro december декабрь декабря дек",
+    "décembre decembre déc dezember dez diciembre dic dicembre dezembro december декабрь "
+    "декабря дек",
 )
 
 _SKIPPED = """
-    le la el il der den am um à às de del om в г
+    le la el il der den um à às de del om в г
     lundi mardi mercredi jeudi vendredi samedi dimanche
     montag dienstag mittwoch donnerstag freitag samstag sonntag
     lunes martes miércoles miercoles jueves viernes sábado sabado domingo
@@ -88,6 +90,8 @@ class _ManyLanguages(date_parser.parserinfo):
 
 _MANY_LANGUAGES = _ManyLanguages()
 _NO_DATE = datetime(1970, 1, 1)
+_OTHER_DAY = datetime(1970, 1, 2)
+"""A second default day: a text whose reading changes with it gave no day."""
 """What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
 today's date)."""
 _NUMERIC = re.compile(r"^(\d{1,2})([./-])(\d{1,2})\2\d{2,4}\b")
@@ -179,16 +183,20 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
 
 def _in_other_words(text: str, day_first: bool) -> datetime | None:
     """A date dateutil's English does not read: months and weekdays named in another language,
-    words between the parts ("à", "um", "@"), "13h56"."""
+    words between the parts ("à", "um", "@"), "13h56". Only with its day: "Mars 2023" or
+    "la 2023" in prose is no date."""
     plain = _HOUR_H.sub(r"\1:\2", _MARKS_BETWEEN.sub(" ", _plain(text)))
-    try:
-        parsed = date_parser.parse(
-            plain, parserinfo=_MANY_LANGUAGES, default=_NO_DATE, dayfirst=day_first
-        )
-        parsed.utcoffset()
-    except (ValueError, OverflowError):
-        return None
-    return parsed
+    found = []
+    for default in (_NO_DATE, _OTHER_DAY):
+        try:
+            parsed = date_parser.parse(
+                plain, parserinfo=_MANY_LANGUAGES, default=default, dayfirst=day_first
+            )
+            parsed.utcoffset()
+        except (ValueError, OverflowError):
+            return None
+        found.append(parsed)
+    return found[0] if found[0].day == found[1].day else None
 
 
 def _plain(text: str) -> str:

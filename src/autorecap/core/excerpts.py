@@ -27,9 +27,9 @@ QUESTION_WORDS = 3
 """The fewest words of a question whose answer is taken along ("Orrin?" asks nothing)."""
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _MARKUP = re.compile(r"[*_~`]+")
-_ACTION = re.compile(r"\*(?=[^*]*\b[a-z]{2,})[^*]*\*")
-"""A gesture between asterisks ("*She leans in and whispers.*"); a name in italics ("That's the
-*Marguerite Bell*") is none."""
+_ACTION = re.compile(r"\*(?![A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)+\*)[^*]*\*")
+"""A gesture between asterisks ("*She leans in and whispers.*", "*Nods.*"); a name in italics
+("That's the *Marguerite Bell*", two words or more with capitals) is none."""
 _LETTER = re.compile(r"[^\W_]")
 _AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
 """Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
@@ -134,8 +134,9 @@ def answer_after(
 ) -> str:
     """When the matched part of a message asks a question about what is asked now ("What did
     Fell owe us?"), the start of the next message, which answers it ("That comes to four
-    silver and six pence"), though it shares no word with the query: from its first sentence
-    that holds the kind of answer wanted, else from its first, as many as fit `ANSWER_TOKENS`;
+    silver and six pence"), though it shares no word with the query: from the one of its first
+    three sentences that answers best (`_answer_at`: one that tells the answer outright before
+    one that holds its kind in passing), else from its first, as many as fit `ANSWER_TOKENS`;
     spoken sentences before gestures ("*She leans in.* The password is..."), unless only the
     gestures hold the kind of answer wanted ("*He names his price: seven marks*"). A question
     of under `QUESTION_WORDS` words counts when it follows a match and asks for the same kind

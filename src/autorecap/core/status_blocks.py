@@ -28,6 +28,8 @@ from functools import lru_cache
 _TAG = re.compile(r"<\s*(/?)\s*([a-zA-Z][\w-]*)[^<>]*>")
 _BREAK_TAGS = frozenset({"br", "p", "div", "details", "summary", "li", "tr", "table", "ul", "hr"})
 _CELL_TAGS = frozenset({"td", "th"})
+_TITLES_RULE = "|---|"
+"""The rule read under an HTML table's row of titles (`_lines`); not the story's."""
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$")
 _RULE = re.compile(r"^\s*(?:[-*_=~•·─━]\s*){3,}$")
 _KEY = r"[^\W\d_][\w'’./&-]*(?:[ ][\w'’./&-]+){0,2}?"
@@ -99,13 +101,15 @@ def _split(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     for line, _tagged, _derived in [*read[:start], *read[end:]]:
         for key, value in _fields_of(line):
             fields.setdefault(key.strip().lower(), value.strip(" *_`").removesuffix("]").strip())
-    story = "\n".join(line for line, _tagged in lines[start:end]).strip()
+    story = "\n".join(
+        line for line, tagged in lines[start:end] if not (tagged and line == _TITLES_RULE)
+    ).strip()
     return story, tuple(fields.items())
 
 
 def _lines(text: str) -> list[tuple[str, bool]]:
     """The message's lines, HTML tags that break lines taken as breaks and the others left
-    out; each with whether a tag was on it."""
+    out, an HTML table's rows as a Markdown table's; each with whether a tag was on it."""
     if "<" not in text:
         return [(line, False) for line in text.split("\n")]
     out: list[tuple[str, bool]] = []
@@ -115,20 +119,23 @@ def _lines(text: str) -> list[tuple[str, bool]]:
             out.append((raw, False))
             continue
         current = pieces[0]
-        titles = False  # the row holds a table's titles (<th>)
+        cells, titles = 0, False  # the row's cells so far; whether they are titles (<th>)
         # split() gives text, then (closing slash, tag name, text) per tag
         for at in range(1, len(pieces), 3):
             closing, name = pieces[at] == "/", pieces[at + 1].lower()
             if name in _CELL_TAGS and not closing:
-                current += " | "  # an HTML table's cell, read as a Markdown table's
+                # An HTML table's row of cells is read as a Markdown table's ("| a | b |"); a
+                # row of one cell ("📍 Location: Inn") as its text.
+                current += " | " if cells else ""
+                cells += 1
                 titles = titles or name == "th"
-            elif name == "tr" and closing:
-                current += " |"
             if name in _BREAK_TAGS:
+                if name == "tr" and closing and cells >= 2:
+                    current = f"| {current.strip()} |"
                 out.append((current, True))
-                if name == "tr" and closing and titles:
-                    out.append(("|---|", True))  # titles over values, as Markdown rules them
-                current, titles = "", False
+                if name == "tr" and closing and cells >= 2 and titles:
+                    out.append((_TITLES_RULE, True))  # titles over values, as Markdown has them
+                current, cells, titles = "", 0, False
             current += pieces[at + 2]
         out.append((current, True))
     return out
@@ -283,7 +290,8 @@ def _block_length(lines: list[_Read]) -> int:
         if fields:
             keys.extend(k.strip().lower() for k, _v in fields)
             several = len(fields) >= 2 and not read_as
-            marked = marked or tagged or several or bool(_MARK.search(stripped))
+            # (an HTML table's own tags are its form, no mark, as a Markdown table's bars are)
+            marked = marked or (tagged and not read_as) or several or bool(_MARK.search(stripped))
             derived = derived or read_as
             taken = at + 1
         elif not stripped or _RULE.match(stripped):
