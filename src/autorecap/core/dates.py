@@ -90,10 +90,10 @@ class _ManyLanguages(date_parser.parserinfo):
 
 _MANY_LANGUAGES = _ManyLanguages()
 _NO_DATE = datetime(1970, 1, 1)
-_OTHER_DAY = datetime(1970, 1, 2)
-"""A second default day: a text whose reading changes with it gave no day."""
 """What dateutil fills in for parts a text leaves out (a fixed day, so results never depend on
 today's date)."""
+_OTHER_DAY = datetime(1970, 1, 2)
+"""A second default day: a text whose reading changes with it gave no day."""
 _NUMERIC = re.compile(r"^(\d{1,2})([./-])(\d{1,2})\2\d{2,4}\b")
 """A date in numbers with the day or the month first (not the year: "2023/05/08" is no
 question)."""
@@ -169,23 +169,24 @@ def _parse_text(text: str, day_first: bool = False) -> datetime | None:
             return datetime(year, month, day, hour, minute, second, int(match.group(7) or 0) * 1000)
         except ValueError:
             return None
+    plain = _plain(text)
     parsed: datetime | None
     try:
-        parsed = date_parser.parse(_plain(text), default=_NO_DATE, dayfirst=day_first)
+        parsed = date_parser.parse(plain, default=_NO_DATE, dayfirst=day_first)
         parsed.utcoffset()  # an offset of a day or more ("GMT+24") is no zone
     except (ValueError, OverflowError):
-        parsed = _in_other_words(text, day_first)
+        parsed = _in_other_words(plain, day_first)
     if parsed is None:
         return None
     # A text with no year ("Tuesday 3pm") is not a date a chat can be ordered by.
     return None if parsed.year == _NO_DATE.year and str(_NO_DATE.year) not in text else parsed
 
 
-def _in_other_words(text: str, day_first: bool) -> datetime | None:
-    """A date dateutil's English does not read: months and weekdays named in another language,
-    words between the parts ("à", "um", "@"), "13h56". Only with its day: "Mars 2023" or
-    "la 2023" in prose is no date."""
-    plain = _HOUR_H.sub(r"\1:\2", _MARKS_BETWEEN.sub(" ", _plain(text)))
+def _in_other_words(plain: str, day_first: bool) -> datetime | None:
+    """A date dateutil's English does not read (`plain`: the text as `_plain` gives it): months
+    and weekdays named in another language, words between the parts ("à", "um", "@"), "13h56".
+    Only with its day: "Mars 2023" or "la 2023" in prose is no date."""
+    plain = _HOUR_H.sub(r"\1:\2", _MARKS_BETWEEN.sub(" ", plain))
     found = []
     for default in (_NO_DATE, _OTHER_DAY):
         try:

@@ -130,10 +130,9 @@ def _lines(text: str) -> list[tuple[str, bool]]:
                 cells += 1
                 titles = titles or name == "th"
             if name in _BREAK_TAGS:
-                if name == "tr" and closing and cells >= 2:
-                    current = f"| {current.strip()} |"
-                out.append((current, True))
-                if name == "tr" and closing and cells >= 2 and titles:
+                row = name == "tr" and closing and cells >= 2
+                out.append((f"| {current.strip()} |" if row else current, True))
+                if row and titles:
                     out.append((_TITLES_RULE, True))  # titles over values, as Markdown has them
                 current, cells, titles = "", 0, False
             current += pieces[at + 2]
