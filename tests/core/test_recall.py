@@ -701,6 +701,37 @@ def test_sums_in_the_worlds_and_the_stories_money() -> None:
         assert names_a_sum(said)
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I slid him a fiver.",
+        "That's a quid, mate.",
+        "He wanted one sovereign for the lot.",
+        "A franc a night, meals extra.",
+        "The bounty was a million credits.",
+        "Sixteen pieces of silver, counted out.",
+        "Two bits a ride.",
+    ],
+)
+def test_a_sum_counted_by_a_or_by_its_note_is_told_outright(said: str) -> None:
+    question = "How much did the ferryman charge?"
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == TOLD_WEIGHT
+
+
+@pytest.mark.parametrize(
+    "said", ["She wore a crown of paper.", "He left a mark on the door.", "I had a yen for it."]
+)
+def test_a_crown_a_mark_or_a_yen_counted_by_a_is_no_sum(said: str) -> None:
+    assert not names_a_sum(said)
+
+
+@pytest.mark.parametrize("said", ["There were thirteen of them.", "Room nineteen, top floor."])
+def test_thirteen_to_nineteen_are_numbers(said: str) -> None:
+    """ "fourteen" is no "four": the teens hold the number a question asks for."""
+    question = "How many guards were at the gate?"
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == 1.0
+
+
 def test_a_short_quote_tells_the_words_asked_for_and_a_line_of_dialogue_only_holds_them() -> None:
     question = "What did Tobiah answer at the hatch?"
     wanted, asked = answer_kinds(question), asked_words(question)
@@ -713,6 +744,26 @@ def test_a_short_quote_tells_the_words_asked_for_and_a_line_of_dialogue_only_hol
         '"They will all be angry with us, every one."'
     )
     assert answer_weight(two, wanted, asked) == 1.0
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "\"When the keeper asks you at the gate tonight, the word is 'salt remembers'.\"",
+        "He said it was ‘Marigold’ all along.",
+        "The word was 'marigold', she said.",
+    ],
+)
+def test_words_in_single_quotes_tell_the_words_asked_for(said: str) -> None:
+    """A word said is quoted in single quotes inside speech, or in British style."""
+    question = "What was the password at the gate?"
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == TOLD_WEIGHT
+
+
+def test_an_apostrophe_is_no_single_quote() -> None:
+    question = "What was the password at the gate?"
+    said = "Don't touch the boys' toys, 'tis late."
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == 0.0
 
 
 def test_died_is_found_by_die() -> None:

@@ -126,7 +126,8 @@ _MONEY_ASKED = re.compile(
 _SUM = (
     r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen"
     r"|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen"
-    r"|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half)"
+    r"|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion"
+    r"|half)"
 )
 _CURRENCY = (
     r"dollars?|bucks|pounds?|quid|shillings?|(?-i:pence|pennies)|guineas?|crowns?|coins?"
@@ -139,12 +140,22 @@ _CURRENCY = (
     r"|sesterces|shekels?|dinars?|dirhams?|rials?|piast(?:er|re)s?|scrip|septims?|orens?|nuyen"
     r"|zeny|[gsc]p"
 )
+_ONE_UNIT = (
+    r"dollar|buck|quid|pound|sovereign|guinea|shilling|florin|ducat|thaler|franc|euro|guilder"
+    r"|gulden|stiver|kreuzer|groschen|rupee|peso|peseta|ruble|rouble|drachma|denarius|shekel"
+    r"|dinar|septim"
+)
+"""Money that "a" or "one" counts ("a quid", "one sovereign"); not "a crown", "a mark" or
+"a coin", which are as often a thing as a sum."""
 _MONEY = re.compile(
     rf"[$£€¥₹]\s?\d|\b{_SUM}[\s-]+(?:[\w-]+[\s-]+)?(?:(?:{_CURRENCY})\b"
     # a weight, marks on the skin, the crowns of a realm: "pounds of flour", "marks on her arm"
     r"(?!\s+(?:of|on)\b)"
     # gold and silver as money, not as what a thing is made of ("two gold rings")
     r"|(?:gold|silver)(?=\s*(?:[^\w\s]|$|pieces?\b|coins?\b))\b)"
+    rf"|\b(?:a|an|one)\s+(?:{_ONE_UNIT})\b(?!\s+(?:of|on)\b)"
+    # money by its note or its coin: "a fiver", "two bits", "pieces of eight"
+    r"|\b(?:fivers?|tenners?|sawbucks?|(?:two|four|six)\s+bits|pieces\s+of\s+(?:eight|gold|silver))\b"
     # old money in one word, in lower case: "Penny" and "Spence" are names
     r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
     re.I,
@@ -172,7 +183,11 @@ answer was kept further from its match (`excerpts._TOLD_AROUND`): then, on the d
 generated chats, 427 / 449 / 453 -> 428 / 449 / 455 of 463."""
 _QUOTED = re.compile(r"[\"“”«»]")
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
-_SHORT_QUOTE = re.compile(r"(?<![\w,.!?…])[\"“«](?=\S)[^\"“”«»]{1,60}?(?<=\S)[\"”»](?!\w)")
+_SHORT_QUOTE = re.compile(
+    r"(?<![\w,.!?…])[\"“«](?=\S)[^\"“”«»]{1,60}?(?<=\S)[\"”»](?!\w)"
+    # in single quotes, as a word said is quoted inside speech ("The word is 'marigold'.")
+    r"|(?<![\w'‘’])['‘](?=\w)[^'‘’\"“”\n]{1,60}?(?<=[\w.,!?])['’](?![\w'’])"
+)
 """"Salt and ember," in quotes and six words or fewer: a password or a reply told
 outright, where a line of dialogue runs longer. An opening quote follows no word or stop, so
 the narration between two quotes ('," he says. "') is none."""
@@ -190,8 +205,9 @@ _NAMING = re.compile(
 "his name's Admiral Fuzz", "that's the Marguerite Bell", "meet Ptolemy" (not "I called Mira",
 "that's Tuesday")."""
 _NUMBER = re.compile(
-    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|half|dozen)\b"
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
+    r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy"
+    r"|eighty|ninety|hundred|thousand|million|billion|half|dozen)\b"
     # old money says its number in one word ("fourpence", "tuppence", "ha'penny"), in lower
     # case: "Penny" and "Spence" are names
     r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
@@ -238,11 +254,11 @@ def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -
     """Whether a sentence holds an answer of a wanted kind that the question does not
     already say: a number, a date, words in quotes, or a name (a capitalised word not at its
     start)."""
-    if ("number" in wanted and _NUMBER.search(sentence)) or (
+    if ("number" in wanted and (_NUMBER.search(sentence) or names_a_sum(sentence))) or (
         "date" in wanted and _DATE.search(sentence)
     ):
         return True
-    if "words" in wanted and _QUOTED.search(sentence):
+    if "words" in wanted and (_QUOTED.search(sentence) or _SHORT_QUOTE.search(sentence)):
         return True
     if wanted & {"name", "place"}:
         return any(not (asked & text_words(m.group(0))) for m in _CAPITALISED.finditer(sentence))
