@@ -82,6 +82,8 @@ def test_query_words_drop_stopwords_and_words_of_asking() -> None:
         "hear",
         "known",
     ]  # not "know", a word of asking
+    # one other form each: "give" with "gave" and "given" counted the verb three times
+    assert query_forms("What did Sando give me?", ["sando", "give"]) == ["gave"]
 
 
 def test_a_past_form_finds_the_answer_in_its_message() -> None:

@@ -66,7 +66,7 @@ STOPWORDS = frozenset(
     oh ok okay on once one only or other our ours ourselves out over own really same say said
     says she should so some such than that the their theirs them themselves then there these
     they this those through to too under until up very was we were what when where which while
-    who whom why will with would yeah yes you your yours yourself yourselves im ive ill id dont
+    who whom why will with would yeah yes you your yours yourself yourselves us im ive ill id dont
     doesnt didnt cant wont isnt arent wasnt werent thats theres whats lets gonna wanna gotta
     like thing things stuff lot lots kind sort bit pretty maybe probably actually though
     """.split()
