@@ -312,6 +312,27 @@ def test_the_answer_after_a_question_is_the_name_given_over_a_name_in_passing() 
     assert found.text.endswith('→ "That\'s the Marguerite Bell, out of Harwich."')
 
 
+def test_the_answer_after_a_question_is_a_sum_told_five_sentences_in() -> None:
+    """A long reply puts the slate down and talks around it before it tells the sum: a sum
+    told within `ANSWER_REACH` sentences starts the answer; a plain number that far does not."""
+
+    def reply(last: str) -> str:
+        return (
+            "Teo put the slate down very carefully. He was quiet for a while. "
+            "He pulled his knees up inside the coat. Ilka has her own. "
+            f"Mine is separate, since Mum's went onto both of us. {last}"
+        )
+
+    question = "How much does Teo still owe on his contract?"
+    asking = message('"Teo. Your contract. How much do you still owe?"', hidden=True)
+    told = chat_of(asking, message(reply("The statement said 4,310 credits."), hidden=True))
+    (found,) = recall_pieces(told, [(0, 1.0)], question, COUNTER)
+    assert found.text.endswith("→ The statement said 4,310 credits.")
+    number = chat_of(asking, message(reply("It took two years."), hidden=True))
+    (other,) = recall_pieces(number, [(0, 1.0)], question, COUNTER)
+    assert "→ Teo put the slate down" in other.text
+
+
 def test_a_one_word_gesture_is_no_name_in_italics() -> None:
     chat = chat_of(
         message("Where did you hide the key?", user=True, hidden=True),
