@@ -110,7 +110,16 @@ _KIND_CUES = (
             re.I,
         ),
     ),
-    ("date", re.compile(r"\b(when|what (date|day|time|year|month)|how long ago)\b", re.I)),
+    (
+        "date",
+        re.compile(
+            r"\b(when|(?:what|which) (date|day|time|year|month)|how long ago|deadline"
+            # "what was the last day", "what's the date on the letter"
+            r"|(what|which)(?:'s|’s|\s+(?:is|was|were|are))\s+(?:(?:the|my|your|his|her|our"
+            r"|their|its)\s+)?(?:[\w-]+\s+){0,2}?(date|day|year|month)s?)\b",
+            re.I,
+        ),
+    ),
     ("name", re.compile(r"\b(who|whom|whose|which|(?:nick)?name[ds]?|called|alias)\b", re.I)),
     ("place", re.compile(r"\b(where|address|what (street|town|city|village|country))\b", re.I)),
     (
