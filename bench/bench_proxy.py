@@ -32,7 +32,7 @@ the burst client counts; BENCH_PROXY_PACED_BLOCKS (default 3) sets the paced blo
 0 skips the paced load. BENCH_PROXY_WORKER=process runs the recap jobs in an `autorecap worker`
 process beside a proxy without a worker of its own (`serve --no-worker`), at the niceness
 BENCH_PROXY_WORKER_NICE (default 10); the proxy's CPU figures then leave the worker out.
-BENCH_PROXY_RECALL=1 turns the recall tier on for every chat.
+The recall tier is on, as by default; BENCH_PROXY_RECALL=0 turns it off for every chat.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PROXY_CLIENTS", "1,100").s
 BLOCKS = int(os.environ.get("BENCH_PROXY_PACED_BLOCKS", "3"))
 WORKER = os.environ.get("BENCH_PROXY_WORKER", "thread")
 WORKER_NICE = int(os.environ.get("BENCH_PROXY_WORKER_NICE", "10"))
-RECALL = os.environ.get("BENCH_PROXY_RECALL", "") == "1"
+RECALL = os.environ.get("BENCH_PROXY_RECALL", "1") != "0"
 LOOPBACK = str(Path(__file__).with_name("loopback.py"))
 THINK_S = (1.0, 3.0)
 
@@ -275,9 +275,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "proxy.db"
         env = {**os.environ, "AUTORECAP_HOME": folder}
-        if RECALL:  # every chat with the recall tier on (a search on each turn's reply path)
+        if not RECALL:  # no search on each turn's reply path
             cli = [python, "-c", "from autorecap.cli import main; main()"]
-            subprocess.run([*cli, "settings", "set", "recall_enabled", "true"], env=env, check=True)
+            off = [*cli, "settings", "set", "recall_enabled", "false"]
+            subprocess.run(off, env=env, check=True)
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
         launch = (
             "import uvicorn\n"

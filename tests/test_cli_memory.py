@@ -493,7 +493,11 @@ def test_inject_query_recalls_a_hidden_message_and_says_so(
     code, _, err = run(capsys, "inject", str(recapped_sample), "--query", " ")
     assert code == 1
     assert "--query is empty: give the text recall looks for" in err
-    code, out, err = run(capsys, "inject", str(recapped_sample))  # the tier is off by default
+    # the tier is on by default: the newest user message is the query
+    code, out, err = run(capsys, "inject", str(recapped_sample))
+    assert code == 0, err
+    assert "recalled:" in err
+    code, out, err = run(capsys, "inject", str(recapped_sample), "--set", "recall_enabled=false")
     assert code == 0, err
     assert "Earlier in this chat" not in out
     assert "recalled:" not in err

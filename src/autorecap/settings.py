@@ -188,9 +188,9 @@ class Settings(BaseModel):
         DEFAULT_COMBINED_RECAP_PROMPT,
         description="Prompt to merge the message recaps: {{recaps}}, {{max_tokens}}.",
     )
-    # --- the recall tier: past pieces the newest message asks about (off by default) ---
+    # --- the recall tier: past pieces the newest message asks about ---
     recall_enabled: bool = Field(
-        False,
+        True,
         description="Before each generation, bring back the hidden messages, message recaps and "
         "scene recaps that best match the newest user message (and the last reply).",
     )

@@ -446,8 +446,11 @@ def test_preview_places_the_memory_and_leaves_hidden_messages_out(client: TestCl
     keys = [i["key"] for i in preview["injections"]]
     assert "auto_recap_memory_scene" in keys
     scene = next(i for i in preview["injections"] if i["key"] == "auto_recap_memory_scene")
+    recall = next((i for i in preview["injections"] if i["key"] == RECALL_KEY), None)
     injected = [m for m in preview["messages"] if m["injected"]]
-    assert [m["content"] for m in injected] == [scene["text"].strip()]
+    # the running recap, and what the newest message recalls (the tier is on by default)
+    expected = [scene["text"].strip()] + ([recall["text"].strip()] if recall else [])
+    assert sorted(m["content"] for m in injected) == sorted(expected)
     assert scene["role"] == "system"
     assert scene["position"] in ("in_prompt", "in_chat", "before_prompt")
     hidden = [m["index"] for m in _all_messages(client) if m["hidden"]]
@@ -520,7 +523,7 @@ def test_preview_shows_what_a_question_recalls_and_why(client: TestClient) -> No
     asked = "What did the violet lens from Mother Quillon cost?"
     preview = client.get(url(CHAT, "/preview"), params={"query": asked}).json()
     recall = preview["recall"]
-    assert recall["enabled"] is False  # the tier is off: the preview still shows what it finds
+    assert recall["enabled"] is True
     assert recall["query"] == asked
     pieces = recall["pieces"]
     assert pieces
@@ -540,6 +543,7 @@ def test_preview_shows_what_a_question_recalls_and_why(client: TestClient) -> No
 
 def test_preview_without_a_query_recalls_only_with_the_tier_on(client: TestClient) -> None:
     recapped(client)
+    Profiles().set("recall_enabled", False)
     off = client.get(url(CHAT, "/preview")).json()
     assert off["recall"]["pieces"] == []
     assert RECALL_KEY not in [i["key"] for i in off["injections"]]

@@ -110,9 +110,9 @@ def test_an_older_running_recap_version_changes_the_preview(
 
     page.get_by_role("tab", name="Prompt preview").click()
     injected = page.locator(".pmsg.injected")
-    expect(injected).to_have_count(1)
+    expect(injected).to_have_count(2)  # the running recap, and what the newest message recalls
     newest_tail = newest["content"].strip().splitlines()[-1][:60]
-    expect(injected).to_contain_text(newest_tail)
+    expect(injected.filter(has_text=newest_tail)).to_have_count(1)
 
     page.get_by_role("tab", name="Running recap").click()
     page.get_by_role("button", name=f"Use running recap version {oldest['version']}").click()
@@ -122,8 +122,9 @@ def test_an_older_running_recap_version_changes_the_preview(
     assert api.get(f"/chats/{quote(recapped)}/running").json()["selected"] == oldest["version"]
 
     page.get_by_role("tab", name="Prompt preview").click()
-    expect(injected).not_to_contain_text(newest_tail)
-    expect(injected).to_contain_text(oldest["content"].strip().splitlines()[0][:60])
+    recap = injected.filter(has_not_text="Earlier in this chat")  # not the recall slot
+    expect(recap).not_to_contain_text(newest_tail)
+    expect(recap).to_contain_text(oldest["content"].strip().splitlines()[0][:60])
     expect(page.locator("#preview-hidden")).to_contain_text("hidden message")
     expect(page.locator("#preview-meter")).to_be_visible()
     shot(page, "preview")
@@ -159,7 +160,8 @@ def test_memory_off_removes_the_injection(
     page: Page, server: Proxy, api: httpx.Client, recapped: str
 ) -> None:
     page.goto(chat_url(server, recapped, "preview"))
-    expect(page.locator(".pmsg.injected")).to_have_count(1)
+    # the running recap, and what the newest message recalls
+    expect(page.locator(".pmsg.injected")).to_have_count(2)
     expect(page.locator("#preview-memory")).to_have_text("Memory is on")
 
     page.get_by_role("tab", name="Memory").click()
@@ -175,7 +177,7 @@ def test_memory_off_removes_the_injection(
     page.get_by_role("tab", name="Memory").click()
     page.get_by_label("Default").check()
     page.get_by_role("tab", name="Prompt preview").click()
-    expect(page.locator(".pmsg.injected")).to_have_count(1)
+    expect(page.locator(".pmsg.injected")).to_have_count(2)
 
 
 def edit_recap(page: Page, url: str, index: int) -> tuple[Locator, Locator]:
@@ -294,8 +296,8 @@ def test_the_preview_shows_what_a_question_recalls(
     page: Page, server: Proxy, recapped: str, shot: Callable[[Page, str], None]
 ) -> None:
     page.goto(chat_url(server, recapped, "preview"))
-    expect(page.locator("#preview-recall")).to_contain_text("Recall is off")
-    expect(page.locator(".recall-piece")).to_have_count(0)
+    # on by default: the newest user message is the query until another is typed
+    expect(page.locator("#preview-recall")).to_contain_text("Recall is on; looked for:")
 
     # (a price the running recap does not carry: recall leaves out what it says already)
     page.get_by_label("Recall for").fill(
