@@ -745,6 +745,19 @@ def test_a_sum_counted_by_a_or_by_its_note_is_told_outright(said: str) -> None:
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == TOLD_WEIGHT
 
 
+def test_the_money_word_check_never_turns_a_sum_away() -> None:
+    """`names_a_sum` skips the search when a text has no money word: on every message of the
+    dev chats, and on sums said every way, it answers as the search alone does."""
+    from autorecap.core import asking
+    from autorecap.evaluation.corpus import shipped
+
+    texts = [m.text for corpus in shipped("dev") for m in corpus.chat.messages]
+    texts += ["£3 10s", "a ha’penny", "half-penny", "two salt-chits", "pieces of eight", "50 gp"]
+    assert sum(1 for t in texts if names_a_sum(t)) > 100
+    for text in texts:
+        assert names_a_sum(text) == (asking._MONEY.search(text) is not None), text
+
+
 @pytest.mark.parametrize(
     "said", ["She wore a crown of paper.", "He left a mark on the door.", "I had a yen for it."]
 )

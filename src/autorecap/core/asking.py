@@ -179,8 +179,27 @@ _MONEY = re.compile(
 """A sum of money: "$2,400", "three hundred dollars", "seven salt-chits", "fourpence"."""
 
 
+_MONEY_WORD = re.compile(
+    rf"(?:{_CURRENCY}|{_ONE_UNIT}|fivers?|tenners?|sawbucks?|bits|eight|gold|silver"
+    r"|[a-z]*pence|(?:ha'?|half)?penny|farthings?)",
+    re.I,
+)
+"""A word without which `_MONEY` cannot match: most sentences have none, and one test of their
+words is three times faster than the search."""
+_TOKEN_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+
+
+@lru_cache(maxsize=65536)
+def _money_word(word: str) -> bool:
+    return _MONEY_WORD.fullmatch(word) is not None
+
+
 def names_a_sum(text: str) -> bool:
     """Whether the text names a sum of money (`_MONEY`)."""
+    if not any(sign in text for sign in "$£€¥₹") and not any(
+        _money_word(word) for word in _TOKEN_WORD.findall(text)
+    ):
+        return False  # no money word: the offline recaps ask this of every sentence
     return _MONEY.search(text) is not None
 
 
