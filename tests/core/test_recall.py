@@ -487,9 +487,10 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
     ("question", "kinds"),
     [
         ("How much did Juno pay for the impeller?", {"number", "money"}),
-        ("What combination opened the safe?", {"number"}),
-        ("What's the number on my cabin door?", {"number"}),
-        ("What was the vault code again?", {"number"}),
+        ("What combination opened the safe?", {"number", "code"}),
+        ("What's the number on my cabin door?", {"number", "code"}),
+        ("What was the vault code again?", {"number", "code"}),
+        ("How many guards were on the gate?", {"number"}),
         ("Is the number still on the door?", set()),
         ("I know what your number is.", set()),
         ("What was the code word at the gate?", {"words"}),
@@ -753,9 +754,23 @@ def test_the_money_word_check_never_turns_a_sum_away() -> None:
 
     texts = [m.text for corpus in shipped("dev") for m in corpus.chat.messages]
     texts += ["£3 10s", "a ha’penny", "half-penny", "two salt-chits", "pieces of eight", "50 gp"]
+    texts += ["Two silver's a lot of money.", "a ha'penny"]
     assert sum(1 for t in texts if names_a_sum(t)) > 100
     for text in texts:
         assert names_a_sum(text) == (asking._MONEY.search(text) is not None), text
+
+
+@pytest.mark.parametrize("code", ["Yarrow 226", "NM-44718-K", "R-2290", "KD-7741-VESPER"])
+def test_a_question_about_a_number_that_names_a_thing_wants_a_code(code: str) -> None:
+    """ "What was the claim number?" is told by a code or a figure of several digits, not by a
+    count or a day in passing ("two of them", "the 12th")."""
+    question = "What was the claim number on the file?"
+    wanted, asked = answer_kinds(question), asked_words(question)
+    assert answer_weight(f"The tag on it read {code}.", wanted, asked) == TOLD_WEIGHT
+    for passing in ("Two of them came by.", "It was the 12th, a Tuesday."):
+        assert answer_weight(passing, wanted, asked) == 1.0
+    counted = "How many files were there?"
+    assert answer_weight(f"It read {code}.", answer_kinds(counted), asked_words(counted)) == 1.0
 
 
 @pytest.mark.parametrize(

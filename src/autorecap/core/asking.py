@@ -186,7 +186,7 @@ _MONEY_WORD = re.compile(
 )
 """A word without which `_MONEY` cannot match: most sentences have none, and one test of their
 words is three times faster than the search."""
-_TOKEN_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_TOKEN_WORD = re.compile(r"[^\W\d_]+")  # "silver's" holds "silver", "ha'penny" "penny"
 
 
 @lru_cache(maxsize=65536)
@@ -206,16 +206,19 @@ def names_a_sum(text: str) -> bool:
 TOLD_WEIGHT = 2.0
 """What a sentence that tells the answer outright is worth against one that only holds its kind:
 a sum to a question about money, against another number ("two of them", "the twenty-sixth");
-a name given ("that's the Marguerite Bell") to a question about a name, against a name in
-passing; words in a short quote to a question about words said. In the excerpt of a long
-message (where it is also kept further from its match: `excerpts._TOLD_AROUND`), for the
-piece's `recall.ANSWER_BOOST`, and for where the answer after a recalled question starts.
+a code or a figure of several digits ("NM-44718-K", "Yarrow 226") to a question about a number
+that names a thing; a name given ("that's the Marguerite Bell") to a question about a name,
+against a name in passing; words in a short quote to a question about words said. In the
+excerpt of a long message (where it is also kept further from its match:
+`excerpts._TOLD_AROUND`), for the piece's `recall.ANSWER_BOOST`, and for where the answer after
+a recalled question starts.
 Measured with `autorecap eval` on the dev chats, planted facts with recall: sums 271 -> 282 of
 340 at 1,000 tokens, 297 -> 303 at 2,000, 307 -> 311 at 4,000; names given, then, 286, 305
 and 313; the generated chats unchanged (505, 506 and 506 of 556). A day named ("July ninth")
 to "when" gained nothing. A short quote to "what password" gained nothing either until a told
 answer was kept further from its match (`excerpts._TOLD_AROUND`): then, on the dev and
-generated chats, 427 / 449 / 453 -> 428 / 449 / 455 of 463."""
+generated chats, 427 / 449 / 453 -> 428 / 449 / 455 of 463. Codes, on the dev and generated
+chats with two more dev chats: 458 / 480 / 489 -> 461 / 481 / 489 of 501."""
 _QUOTED = re.compile(r"[\"“”«»]")
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
 _SHORT_QUOTE = re.compile(
@@ -257,25 +260,44 @@ _DATE = re.compile(
 _CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
 
 
+_CODE_ASKED = re.compile(
+    r"\b(?:number|code|combination|serial|registration|plate|id|reference|extension|pin)\b"
+    r"(?!\s+(?:of|words?|phrases?|names?)\b)",
+    re.I,
+)
+"""A question about a number that names a thing ("the claim number", "the door code"), not one
+that counts ("how many"): what a sentence with a code or a figure of several digits answers."""
+_CODE = re.compile(
+    r"\b(?!\d+(?:st|nd|rd|th)\b)(?:[A-Za-z]+[-/]?)?\d[\w-]*\d[\w-]*|\b[A-Z]{1,4}-?\d+\b"
+)
+"""A code or a figure of several digits: "NM-44718-K", "Yarrow 226", "R-2290", "4471" (not
+"the 12th")."""
+
+
 def answer_kinds(query: str) -> frozenset[str]:
     """The kinds of answer a question wants, from its question words: "number", "date",
     "name", "place", "words" (none for a message that asks nothing); "money" besides "number"
-    for a question about money ("how much", "what did it cost")."""
+    for a question about money ("how much", "what did it cost"), else "code" for one about a
+    number that names a thing ("the claim number", "the door code")."""
     kinds = {kind for kind, cue in _KIND_CUES if cue.search(query)}
     if "number" in kinds and _MONEY_ASKED.search(query):
         kinds.add("money")  # a number, and of all numbers best a sum
+    elif "number" in kinds and _CODE_ASKED.search(query):
+        kinds.add("code")  # a number that names a thing: best a code
     return frozenset(kinds)
 
 
 def answer_weight(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
     """How well a sentence answers: 0 when it holds no answer of a wanted kind
     (`holds_answer`), `TOLD_WEIGHT` when it tells it outright (a sum to a question about
-    money, a name given to one about a name, a short quote to one about words said), else
-    1."""
+    money, a code to one about a number that names a thing, a name given to one about a name,
+    a short quote to one about words said), else 1."""
     if not holds_answer(sentence, wanted, asked):
         return 0.0
-    if ("money" in wanted and names_a_sum(sentence)) or (
-        "name" in wanted and _NAMING.search(sentence)
+    if (
+        ("money" in wanted and names_a_sum(sentence))
+        or ("name" in wanted and _NAMING.search(sentence))
+        or ("code" in wanted and _CODE.search(sentence))
     ):
         return TOLD_WEIGHT
     if "words" in wanted and any(
