@@ -82,8 +82,11 @@ def test_query_words_drop_stopwords_and_words_of_asking() -> None:
         "hear",
         "known",
     ]  # not "know", a word of asking
-    # one other form each: "give" with "gave" and "given" counted the verb three times
+    # one other form each: "give" with "gave" and "given" counted the verb three times; the
+    # past first, as a story is told
     assert query_forms("What did Sando give me?", ["sando", "give"]) == ["gave"]
+    assert query_forms("Where had she hidden the key?", ["hidden", "key"]) == ["hid"]
+    assert query_forms("Who gave it to her?", ["gave"]) == ["give"]
 
 
 def test_a_past_form_finds_the_answer_in_its_message() -> None:
@@ -331,6 +334,14 @@ def test_the_answer_after_a_question_is_a_sum_told_five_sentences_in() -> None:
     number = chat_of(asking, message(reply("It took two years."), hidden=True))
     (other,) = recall_pieces(number, [(0, 1.0)], question, COUNTER)
     assert "→ Teo put the slate down" in other.text
+    # a sum told further in beats a number in passing near the start
+    passing = reply("The statement said 4,310 credits.").replace(
+        "He was quiet for a while.", "He was quiet for two minutes."
+    )
+    (told_later,) = recall_pieces(
+        chat_of(asking, message(passing, hidden=True)), [(0, 1.0)], question, COUNTER
+    )
+    assert told_later.text.endswith("→ The statement said 4,310 credits.")
 
 
 def test_a_one_word_gesture_is_no_name_in_italics() -> None:
@@ -340,6 +351,17 @@ def test_a_one_word_gesture_is_no_name_in_italics() -> None:
     )
     (found,) = recall_pieces(chat, [(0, 1.0)], "Where is the key hidden?", COUNTER)
     assert found.text.endswith("→ Under the loose stone by the Old Mill.")
+
+
+def test_a_message_excluded_from_the_memory_is_not_recalled() -> None:
+    chat = chat_of(
+        message("(retcon) Mira sold the violet lens for nine crowns.", hidden=True),
+        message("Mira kept the violet lens in her coat.", hidden=True),
+    )
+    set_data(chat.messages[0], "exclude", True)
+    set_data(chat.messages[0], "memory", "Mira sold the violet lens.")
+    pieces = recall_pieces(chat, [(0, 2.0), (1, 1.0)], "What about the violet lens?", COUNTER)
+    assert [p.index for p in pieces] == [1]
 
 
 def test_a_hidden_message_whose_recap_alone_matches_gives_its_recap() -> None:
@@ -504,6 +526,11 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("What was the date on the letter?", {"date"}),
         ("What's the deadline on the contract?", {"date"}),
         ("Is today the day?", set()),
+        ("What were the deadlines?", {"date"}),
+        ("What was her birthday again?", {"date"}),
+        # told, not asked: no date wanted
+        ("*What was a lovely day soon turned grim.*", set()),
+        ("We'll miss the deadline if we stop.", set()),
         ("Who shot the captain?", {"name"}),
         ("What was the boat called?", {"name"}),
         ("What nickname did Sando give me?", {"name"}),
@@ -754,7 +781,8 @@ def test_the_money_word_check_never_turns_a_sum_away() -> None:
 
     texts = [m.text for corpus in shipped("dev") for m in corpus.chat.messages]
     texts += ["£3 10s", "a ha’penny", "half-penny", "two salt-chits", "pieces of eight", "50 gp"]
-    texts += ["Two silver's a lot of money.", "a ha'penny"]
+    texts += ["Two silver's a lot of money.", "a ha'penny", "a penny's worth", "a quid's worth"]
+    texts += ["A shilling's worth of bread.", "A dollar's worth of nails.", "Five crowns'd do it."]
     assert sum(1 for t in texts if names_a_sum(t)) > 100
     for text in texts:
         assert names_a_sum(text) == (asking._MONEY.search(text) is not None), text
@@ -774,7 +802,22 @@ def test_a_question_about_a_number_that_names_a_thing_wants_a_code(code: str) ->
 
 
 @pytest.mark.parametrize(
-    "said", ["She wore a crown of paper.", "He left a mark on the door.", "I had a yen for it."]
+    "said",
+    [
+        "She wore a crown of paper.",
+        "He left a mark on the door.",
+        "I had a yen for it.",
+        "A buck stood in the clearing.",
+        "It was a sovereign state.",
+        "He weighed a pound, no more.",
+        "A pound-of-flesh deal.",
+        "She kept a guinea pig.",
+        "He drew a dollar sign.",
+        "A quid pro quo, then.",
+        "A Franc from the north rode in.",
+        "Two bits of string.",
+        "Pieces of gold armour lay about.",
+    ],
 )
 def test_a_crown_a_mark_or_a_yen_counted_by_a_is_no_sum(said: str) -> None:
     assert not names_a_sum(said)
@@ -815,9 +858,20 @@ def test_words_in_single_quotes_tell_the_words_asked_for(said: str) -> None:
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == TOLD_WEIGHT
 
 
-def test_an_apostrophe_is_no_single_quote() -> None:
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Don't touch the boys' toys, 'tis late.",
+        "'Tis the boys' toys.",
+        "I told 'em they were comin' for us.",
+        "We went 'round the Smiths' place.",
+        "It was rock 'n' roll all night.",
+    ],
+)
+def test_an_apostrophe_is_no_single_quote(said: str) -> None:
+    """A dropped letter ("'em", "'tis", "comin'") or a plural's apostrophe ("the boys'") quotes
+    nothing."""
     question = "What was the password at the gate?"
-    said = "Don't touch the boys' toys, 'tis late."
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == 0.0
 
 

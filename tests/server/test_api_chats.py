@@ -446,11 +446,12 @@ def test_preview_places_the_memory_and_leaves_hidden_messages_out(client: TestCl
     keys = [i["key"] for i in preview["injections"]]
     assert "auto_recap_memory_scene" in keys
     scene = next(i for i in preview["injections"] if i["key"] == "auto_recap_memory_scene")
-    recall = next((i for i in preview["injections"] if i["key"] == RECALL_KEY), None)
+    # the running recap, and what the newest message recalls (the tier is on by default), just
+    # before the newest message
+    recall = next(i for i in preview["injections"] if i["key"] == RECALL_KEY)
     injected = [m for m in preview["messages"] if m["injected"]]
-    # the running recap, and what the newest message recalls (the tier is on by default)
-    expected = [scene["text"].strip()] + ([recall["text"].strip()] if recall else [])
-    assert sorted(m["content"] for m in injected) == sorted(expected)
+    assert [m["content"] for m in injected] == [scene["text"].strip(), recall["text"].strip()]
+    assert preview["messages"][-2]["content"] == recall["text"].strip()
     assert scene["role"] == "system"
     assert scene["position"] in ("in_prompt", "in_chat", "before_prompt")
     hidden = [m["index"] for m in _all_messages(client) if m["hidden"]]

@@ -190,10 +190,10 @@ def _sentences(text: str) -> list[str]:
 def _answer_at(
     sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
 ) -> int | None:
-    """Which sentence the answer starts at, if one holds a wanted kind of answer: of the first
-    three, the first that tells it outright ("That's the Marguerite Bell") before the first
-    that holds one in passing ("said Callum"); else, up to `ANSWER_REACH` sentences in, the
-    first that tells it outright."""
+    """Which sentence the answer starts at, if one holds a wanted kind of answer: the first that
+    tells it outright ("That's the Marguerite Bell"), up to `ANSWER_REACH` sentences in; else
+    the first of the first three that holds one in passing ("said Callum"). A told answer
+    further in beats one in passing near the start."""
     if not wanted:
         return None
     weights = [answer_weight(s, wanted, asked) for s in sentences[:ANSWER_REACH]]

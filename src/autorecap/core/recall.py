@@ -249,8 +249,10 @@ def set_recall_slot(slots: ExtensionPrompts, text: str, settings: Settings) -> N
 
 def _texts(message: Message) -> list[tuple[str, str]]:
     # A player's note out of character is no memory: nor is the recap of a message that is
-    # only one.
-    said = in_character(_text(message))
+    # only one. A message excluded from the memory (the seeds' `exclude`: a retcon, a note)
+    # is not recalled either; the recap of the scene it ends still is.
+    excluded = bool(get_data(message, "exclude"))
+    said = "" if excluded else in_character(_text(message))
     found = [("message", said), ("recap", get_memory(message) if said.strip() else "")]
     scene = get_data(message, "scene_recap_memory")
     if isinstance(scene, str):

@@ -44,7 +44,8 @@ _IRREGULAR = """
     """
 """(and the verbs in -ie, whose forms Porter's stemmer parts: "die", "di", "dy")"""
 _FORMS: dict[str, tuple[str, ...]] = {
-    form: tuple(other for other in group if other != form)
+    # the past first: a story is told in it ("she hid the key" for "where had she hidden it?")
+    form: tuple(other for other in (*group[1:2], group[0], *group[2:]) if other != form)
     for group in (part.split() for line in _IRREGULAR.splitlines() for part in line.split("|"))
     for form in group
     if len(group) > 1
@@ -53,7 +54,8 @@ _FORMS: dict[str, tuple[str, ...]] = {
 
 def other_forms(word: str) -> tuple[str, ...]:
     """The other forms of an irregular verb ("paid" for "pay", "bought" for "buy"), which a
-    stemmer does not reach: a question asks "how much did she pay?" of "she paid nine"."""
+    stemmer does not reach: a question asks "how much did she pay?" of "she paid nine". The
+    past first, then the verb itself, then the rest ("hidden": "hid", "hide")."""
     return _FORMS.get(word, ())
 
 
