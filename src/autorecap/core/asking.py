@@ -38,6 +38,12 @@ what the question is about."""
 def query_words(text: str) -> list[str]:
     """The words of a query worth searching for, in order, each once: no stopwords or words
     of asking; a code such as "14-02-27" stays whole."""
+    return list(_query_words(text))
+
+
+@lru_cache(maxsize=1024)
+def _query_words(text: str) -> tuple[str, ...]:
+    # Cached: a turn's search, its pieces and its injection each read the query.
     found: list[str] = []
     text = "\n".join(_NAMING_CUE.sub("", line) for line in text.splitlines())
     for match in _WORD.finditer(text.lower()):
@@ -49,7 +55,7 @@ def query_words(text: str) -> list[str]:
             continue
         if word not in found:
             found.append(word)
-    return found[:MOST_WORDS]
+    return tuple(found[:MOST_WORDS])
 
 
 def query_forms(query: str, words: Sequence[str]) -> list[str]:

@@ -11,6 +11,7 @@ May import: core.status_blocks.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from autorecap.core.status_blocks import without_status
 
@@ -69,9 +70,11 @@ def story_text(text: str) -> str:
     return without_tags(without_status(text) or text)
 
 
+@lru_cache(maxsize=4096)
 def in_character(text: str) -> str:
     """`text` without its notes out of character (each left as a space), a model's thinking,
-    its status blocks and HTML tags."""
+    its status blocks and HTML tags. Cached: recall reads the same old messages turn after
+    turn."""
     text = story_text(text)
     if "(" not in text and "[" not in text and "ooc" not in text.lower() and "//" not in text:
         return text
