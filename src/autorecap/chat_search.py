@@ -38,8 +38,10 @@ class ChatSearch:
         """Stored message id -> index, as last mapped (`_index_of`)."""
         self._ids_version: int | None = -1
         self._ids_count = -1
-        self._version: int | None = None
-        """The message list's `version` at the last search (it counts changes of structure)."""
+        self._reshaped: int | None = None
+        """The message list's `reshaped` at the last search: its changes other than appends."""
+        self._where: dict[int, int] = {}
+        """id() of each message the memory index holds -> its place."""
         if store is None:
             chat.listeners.append(self._on_change)
 
@@ -92,26 +94,30 @@ class ChatSearch:
             self._index = MemoryIndex()
             self._reload()
         held = len(self._held)
-        reshaped = getattr(messages, "version", None) != self._version
+        # A list that only grew keeps its `reshaped` count: no need to compare it item by item.
+        reshaped = getattr(messages, "reshaped", None)
         if len(messages) < held or (
-            reshaped and any(a is not b for a, b in zip(messages, self._held, strict=False))
+            (reshaped is None or reshaped != self._reshaped)
+            and any(a is not b for a, b in zip(messages, self._held, strict=False))
         ):
             self._reload()  # changed other than at its end
         elif len(messages) > held:
-            self._index.append([_row(m) for m in messages[held:]])
-            self._held.extend(messages[held:])
-        self._version = getattr(messages, "version", None)
+            added = messages[held:]
+            self._index.append([_row(m) for m in added])
+            self._held.extend(added)
+            self._where.update((id(m), held + i) for i, m in enumerate(added))
+        self._reshaped = reshaped
         if self._touched:
-            where = {id(m): i for i, m in enumerate(self._held)}
             for key, message in self._touched.items():
-                if key in where:
-                    self._index.update(where[key], _row(message))
+                if key in self._where:
+                    self._index.update(self._where[key], _row(message))
             self._touched.clear()
         return self._index
 
     def _reload(self) -> None:
         assert self._index is not None
         self._held = list(self.chat.messages)
+        self._where = {id(m): i for i, m in enumerate(self._held)}
         self._index.load([_row(m) for m in self._held])
         self._touched.clear()
 
