@@ -3,6 +3,7 @@ versions, the prompt preview, the memory switch, and recap edits that persist.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import httpx
@@ -75,6 +76,14 @@ def test_a_chats_failed_jobs_are_retried_from_its_view(
         expect(retry).to_be_hidden()
         page.get_by_role("button", name="Recap chat").click()
         expect(retry).to_be_visible(timeout=30_000)
+        # The button shows at the first refusal; the jobs after the third fail without a call
+        # a moment later: wait until none is left to fail.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+            api.get("/jobs", params={"state": state}).json()["jobs"]
+            for state in ("queued", "running")
+        ):
+            time.sleep(0.1)
         assert len(upstream.chat_requests) <= 3 + 3  # three refusals, and calls under way
         failed = api.get("/jobs", params={"state": "failed"}).json()["jobs"]
         assert any("not sent: the LLM refused" in (job["error"] or "") for job in failed)
