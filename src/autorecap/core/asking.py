@@ -170,6 +170,10 @@ _ONE_UNIT = (
 """Money that "a" or "one" counts ("a quid", "one florin"), in lower case ("a Franc" is a
 man); not "a crown", "a mark", "a coin", "a buck", "a pound", "a sovereign" or "a guinea",
 which are as often a thing as a sum ("a buck stood in the clearing", "a sovereign state")."""
+_NOTES = r"fivers?|tenners?|sawbucks?"
+"""Money by its note: "a fiver", "two tenners"."""
+_OLD_MONEY = r"[a-z]*pence|(?:ha'?|half)?penny|farthings?"
+"""Old money that says its number in one word: "fourpence", "tuppence", "ha'penny"."""
 _MONEY = re.compile(
     rf"[$£€¥₹]\s?\d|\b{_SUM}[\s-]+(?:[\w-]+[\s-]+)?(?:(?:{_CURRENCY})\b"
     # a weight, marks on the skin, the crowns of a realm: "pounds of flour", "marks on her arm"
@@ -179,18 +183,17 @@ _MONEY = re.compile(
     rf"|\b(?:a|an|one)\s+(?-i:{_ONE_UNIT})\b(?![\s-]+(?:of|on|sign|pro)\b)"
     # money by its note or its coin: "a fiver", "two bits", "pieces of eight" (not "two bits
     # of string", "pieces of silver wire")
-    r"|\b(?:fivers?|tenners?|sawbucks?|(?:two|four|six)\s+bits\b(?!\s+of\b)"
+    rf"|\b(?:{_NOTES}|(?:two|four|six)\s+bits\b(?!\s+of\b)"
     r"|pieces\s+of\s+(?:eight|gold|silver)\b(?!\s+(?!(?:and|or|each|apiece|for|to)\b)[a-z]))\b"
     # old money in one word, in lower case: "Penny" and "Spence" are names
-    r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
+    rf"|(?-i:\b(?:{_OLD_MONEY})\b)",
     re.I,
 )
 """A sum of money: "$2,400", "three hundred dollars", "seven salt-chits", "fourpence"."""
 
 
 _MONEY_WORD = re.compile(
-    rf"(?:{_CURRENCY}|{_ONE_UNIT}|fivers?|tenners?|sawbucks?|bits|eight|gold|silver"
-    r"|[a-z]*pence|(?:ha'?|half)?penny|farthings?)",
+    rf"(?:{_CURRENCY}|{_ONE_UNIT}|{_NOTES}|bits|eight|gold|silver|{_OLD_MONEY})",
     re.I,
 )
 """A word without which `_MONEY` cannot match: most sentences have none, and one test of their
@@ -259,9 +262,8 @@ _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
     r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy"
     r"|eighty|ninety|hundred|thousand|million|billion|half|dozen)\b"
-    # old money says its number in one word ("fourpence", "tuppence", "ha'penny"), in lower
-    # case: "Penny" and "Spence" are names
-    r"|(?-i:\b[a-z]*pence\b|\b(?:ha'?|half)?penny\b|\bfarthings?\b)",
+    # old money says its number in one word, in lower case: "Penny" and "Spence" are names
+    rf"|(?-i:\b(?:{_OLD_MONEY})\b)",
     re.I,
 )
 _DATE = re.compile(
