@@ -441,6 +441,41 @@ def test_the_answer_a_message_or_two_after_the_best_match_comes_back() -> None:
     assert [p.index for p in recall_pieces(chat, [(0, 9.0)], "camels yard Melen", COUNTER)] == [0]
 
 
+def test_a_neighbour_that_shares_no_word_is_taken_for_the_answer_it_tells() -> None:
+    """The match names what is asked about; the next message tells the answer in none of the
+    question's words: its sentence that tells it comes back, the rest of it does not."""
+    chat = chat_of(
+        message("The ledger says a girl from Merrowgate gave her voice at the gate.", hidden=True),
+        message(
+            "*I stare at the margin.* The third of November. *My hands have gone cold.* "
+            "That is the night she went, and I never knew it.",
+            hidden=True,
+        ),
+        message("*She shakes her head slowly and says nothing at all.*", hidden=True),
+    )
+    asked = "On what date did the girl from Merrowgate give her voice?"
+    found = recall_pieces(chat, [(0, 9.0)], asked, COUNTER)
+    assert [p.index for p in found] == [0, 1]
+    assert "third of November" in found[1].text
+    assert "stare" not in found[1].text
+    assert found[1].score == pytest.approx(9.0 * NEIGHBOUR_SHARE * ANSWER_BOOST)
+
+
+def test_a_long_neighbour_gives_the_sentence_that_tells_the_answer() -> None:
+    long_turn = (
+        "The strike fund box sits on the table between us, and Hendrik taps its lid twice. "
+        + "Nobody in the room says a word for a long while. " * 12
+        + "Then he counts it out: 1,312 gulden, every coin of it."
+    )
+    chat = chat_of(
+        message("The strike fund was kept in a tin box under the counter.", hidden=True),
+        message(long_turn, hidden=True),
+    )
+    found = recall_pieces(chat, [(0, 9.0)], "How much money was in the strike fund box?", COUNTER)
+    assert [p.index for p in found] == [0, 1]
+    assert "1,312 gulden" in found[1].text
+
+
 def test_a_piece_the_running_recap_already_says_is_left_out() -> None:
     text = "Mira hid the brass astrolabe under the galley floorboards."
     chat = chat_of(message(text, hidden=True))
@@ -821,6 +856,23 @@ def test_a_question_about_a_number_that_names_a_thing_wants_a_code(code: str) ->
 )
 def test_a_crown_a_mark_or_a_yen_counted_by_a_is_no_sum(said: str) -> None:
     assert not names_a_sum(said)
+
+
+@pytest.mark.parametrize(
+    ("said", "holds"),
+    [
+        ("The third of November.", True),
+        ("We sailed in May, after the thaw.", True),
+        ("On 8 may the ferry ran.", True),
+        ("Sept. 4, at the latest.", True),
+        ("I stare at the margin.", False),
+        ("We may go to the market.", False),
+        ("They decided to march on.", False),
+    ],
+)
+def test_a_month_is_a_date_and_a_word_that_starts_like_one_is_not(said: str, holds: bool) -> None:
+    wanted = answer_kinds("On what date did she leave?")
+    assert (answer_weight(said, wanted, frozenset()) > 0) is holds
 
 
 @pytest.mark.parametrize("said", ["There were thirteen of them.", "Room nineteen, top floor."])

@@ -267,7 +267,8 @@ _NUMBER = re.compile(
     re.I,
 )
 _DATE = re.compile(
-    r"\d|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
+    r"\d|\b(?:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b|(?-i:\b(?:Mar(?:ch)?|May)\b)|"
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(yesterday|tomorrow|tonight|morning|"
     r"evening|night|week|month|year|spring|summer|autumn|winter)\b",
     re.I,
@@ -320,6 +321,15 @@ def answer_weight(sentence: str, wanted: frozenset[str], asked: frozenset[str]) 
     ):
         return TOLD_WEIGHT
     return 1.0
+
+
+def tells_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:
+    """Whether a sentence tells an answer of a wanted kind outright (`answer_weight` at
+    `TOLD_WEIGHT`), or holds a date when one is wanted (no date is told more outright than
+    another)."""
+    return answer_weight(sentence, wanted, asked) >= TOLD_WEIGHT or (
+        "date" in wanted and bool(_DATE.search(sentence))
+    )
 
 
 def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -> bool:

@@ -15,6 +15,7 @@ from autorecap.core.asking import (
     TOLD_WEIGHT,
     answer_kinds,
     answer_weight,
+    tells_answer,
     text_words,
 )
 from autorecap.core.tokens import TokenCounter
@@ -129,6 +130,18 @@ def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset
         ),
         default=0.0,
     )
+
+
+def told_part(
+    text: str, wanted: frozenset[str], asked: frozenset[str], counter: TokenCounter
+) -> str:
+    """The first two sentences of `text` that tell an answer of a wanted kind outright
+    (`asking.tells_answer`), within `ANSWER_TOKENS`; "" when none does. What a message next
+    to a match offers when its words do not match: the match names the thing asked about
+    ("the girl from Merrowgate"), the next message says only "The third of November."
+    """
+    told = [s for s in _sentences(text) if tells_answer(s, wanted, asked)][:2]
+    return around(" ".join(told), frozenset(), counter, ANSWER_TOKENS) if told else ""
 
 
 def answer_after(

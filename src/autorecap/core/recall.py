@@ -22,7 +22,7 @@ from typing import Any
 
 from autorecap.core.asking import answer_kinds, asked_words, query_words, text_words
 from autorecap.core.data import get_data, get_memory
-from autorecap.core.excerpts import answer_after, excerpt_answer_weight, excerpt_of
+from autorecap.core.excerpts import answer_after, excerpt_answer_weight, excerpt_of, told_part
 from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
 from autorecap.core.out_of_character import in_character
@@ -53,7 +53,12 @@ NEIGHBOUR_SEEDS = 3
 """The best matches whose neighbours are looked at."""
 NEIGHBOUR_SHARE = 0.6
 """A neighbour that holds the kind of answer asked for is worth this share of its match's
-score (and `ANSWER_BOOST`); one that does not is not taken."""
+score (and `ANSWER_BOOST`); one that does not is not taken. One whose words do not match, or
+whose matching part holds no answer, is taken for its sentences that tell one outright
+(`excerpts.told_part`): the match names the girl from Merrowgate, the next message says only
+"The third of November." Measured with `autorecap eval`, planted facts with recall: dev and
+generated 461 / 481 / 489 -> 462 / 482 / 490 of 501, held out 345 -> 346 of 373 at 2,000
+tokens."""
 ASKS_ALONE = 2
 """The words a search keeps (`asking.query_words`) that make the newest user message the whole
 query. The reply before it joined every query once: a narrator's 250 words then outnumbered
@@ -144,12 +149,20 @@ def recall_pieces(
                 continue  # the message is in the prompt already
             if kind == "scene" and not _scene_hidden(messages, ends, index):
                 continue  # its scene's messages are in the prompt already
-            if not asked & text_words(text):
+            matches = bool(asked & text_words(text))
+            if not matches and not (near and kind == "message"):
                 continue
             words = text_words(text)
             if words and len(words & known_words) >= REPEAT_SHARE * len(words):
                 continue  # the running recap says it
-            excerpt = excerpt_of(text, asked, counter, wanted)
+            excerpt = excerpt_of(text, asked, counter, wanted) if matches else ""
+            # A neighbour is taken for the answer it holds: when its matching part holds none,
+            # for its sentences that tell one outright (none: it is not taken).
+            told = near and not (matches and excerpt_answer_weight(excerpt, wanted, asked))
+            if told:
+                excerpt = told_part(text, wanted, asked, counter)
+                if not excerpt:
+                    continue
             scene = bisect.bisect_left(ends, index) + 1  # breaks end scenes: theirs included
             source = _source(message, index, scene, kind)
             # The answer after a recalled question goes with it (and not again on its own).
@@ -163,10 +176,10 @@ def recall_pieces(
                     source = source.replace(f"#{index}", f"#{index}-{index + 1}", 1)
                     given.add(index + 1)
             weight = excerpt_answer_weight(excerpt, wanted, asked) if wanted else 0.0
+            if told:
+                weight = max(weight, 1.0)
             if weight:
                 score *= ANSWER_BOOST * weight
-            elif near:
-                continue  # a neighbour is taken for the answer it holds
             pieces.append(RecallPiece(index, kind, excerpt, source, score))
             given.add(index)
             break
