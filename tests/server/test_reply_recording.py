@@ -70,6 +70,29 @@ def test_a_regeneration_sent_before_the_first_answer_was_recorded_becomes_its_sw
     assert texts(registry) == [("u1", None), ("a2", ["a1", "a2"])]
 
 
+def test_the_same_answer_to_a_request_answered_again_adds_no_swipe_and_no_recap(
+    registry: ProxyChats,
+) -> None:
+    """The same request answered again after the first answer was saved (a retry, or the same
+    request sent to two servers, the second reading the first's save): the same answer
+    changes nothing, and its recap is not queued again."""
+    registry.queue_recaps = True
+    opening = request(said("user", "u1"))
+    registry.finish(registry.begin(CHAT, opening), "a1")
+    while (job := registry.queue.claim()) is not None:  # its recap made (the work not needed)
+        registry.queue.complete(job)
+    registry.finish(registry.begin(CHAT, opening), "a1")
+    _, (reply, swipes) = texts(registry)
+    assert (reply, swipes or ["a1"]) == ("a1", ["a1"])  # no second swipe of the same text
+    jobs = registry.queue.list(chat_id=CHAT)
+    targets = [job.target for job in jobs if job.kind == "message_recap"]
+    assert targets
+    assert sorted(targets) == sorted(set(targets))
+    # Another answer to it still becomes a swipe.
+    registry.finish(registry.begin(CHAT, opening), "a2")
+    assert texts(registry) == [("u1", None), ("a2", ["a1", "a2"])]
+
+
 def test_a_reply_the_next_request_already_carried_is_not_recorded_twice(
     registry: ProxyChats,
 ) -> None:

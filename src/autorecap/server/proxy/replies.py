@@ -29,6 +29,10 @@ def place_reply(
         if anchor is None:
             log.info("chat %r: the regenerated reply is gone, new answer not kept", chat_id)
             return None
+        if messages[anchor].text.strip() == reply.strip():
+            # The same answer again (the same request answered on two servers, the second
+            # after the first had saved): nothing changed, so no swipe and no recap to redo.
+            return None
         return session.swipe(anchor, text=reply)
     if anchor is None or anchor == len(messages) - 1:  # its predecessor gone: at the end
         return session.receive(reply)
