@@ -149,10 +149,10 @@ def recall_pieces(
                 continue  # the message is in the prompt already
             if kind == "scene" and not _scene_hidden(messages, ends, index):
                 continue  # its scene's messages are in the prompt already
-            matches = bool(asked & text_words(text))
+            words = text_words(text)
+            matches = bool(asked & words)
             if not matches and not (near and kind == "message"):
                 continue
-            words = text_words(text)
             if words and len(words & known_words) >= REPEAT_SHARE * len(words):
                 continue  # the running recap says it
             excerpt = excerpt_of(text, asked, counter, wanted) if matches else ""

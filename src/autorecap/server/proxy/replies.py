@@ -29,21 +29,21 @@ def place_reply(
         if anchor is None:
             log.info("chat %r: the regenerated reply is gone, new answer not kept", chat_id)
             return None
-        if messages[anchor].text.strip() == reply.strip():
-            # The same answer again (the same request answered on two servers, the second
-            # after the first had saved): nothing changed, so no swipe and no recap to redo.
+        place = anchor
+    else:
+        if anchor is None or anchor == len(messages) - 1:  # its predecessor gone: at the end
+            return session.receive(reply)
+        place = anchor + 1
+        if messages[place].is_user or messages[place].is_narrator:
+            # The client's next request came first, without this reply: its list is the truth.
+            log.info("chat %r moved on without the reply: not kept", chat_id)
             return None
-        return session.swipe(anchor, text=reply)
-    if anchor is None or anchor == len(messages) - 1:  # its predecessor gone: at the end
-        return session.receive(reply)
-    following = messages[anchor + 1]
-    if following.is_user or following.is_narrator:
-        # The client's next request came first, without this reply: its list is the truth.
-        log.info("chat %r moved on without the reply: not kept", chat_id)
+    if messages[place].text.strip() == reply.strip():
+        # The same answer is there already: the client's next request carried it, or the same
+        # request was answered on two servers, the second after the first had saved. Nothing
+        # changes: no swipe, and no recap to redo.
         return None
-    if following.text.strip() == reply.strip():
-        return None  # the client's next request came first and carried it
-    return session.swipe(anchor + 1, text=reply)  # another answer for the same place
+    return session.swipe(place, text=reply)  # another answer for the same place
 
 
 def _position(messages: list[Message], wanted: Message | None) -> int | None:
