@@ -679,6 +679,21 @@ def test_an_answer_in_the_sentence_after_the_match_counts_the_answer_boost() -> 
     assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
 
 
+def test_an_answer_in_the_sentence_before_the_match_counts_the_answer_boost() -> None:
+    """The words come first, what they were after: "'Pike and lantern,' I tell him. That
+    was the word Brann gave us." The piece is worth what it tells."""
+    text = _long(
+        {
+            12: '"Pike and lantern," I tell him at the door.',
+            13: "That was the password Brann gave us.",
+        }
+    )
+    chat = chat_of(message(text, hidden=True))
+    (found,) = recall_pieces(chat, [(0, 2.0)], "What password did Brann give us?", COUNTER)
+    assert "Pike and lantern" in found.text
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
+
+
 @pytest.mark.parametrize(
     "sum_", ["$2,400", "three hundred dollars", "seven salt-chits", "forty guineas", "€80"]
 )
