@@ -883,6 +883,10 @@ def test_a_crown_a_mark_or_a_yen_counted_by_a_is_no_sum(said: str) -> None:
         ("I stare at the margin.", False),
         ("We may go to the market.", False),
         ("They decided to march on.", False),
+        ("She came back on the nineteenth of Tammuzet.", True),
+        ("The third day of Thaw, at dawn.", True),
+        ("A tenth of the profit is ours.", False),
+        ("The second of our boats sank.", False),
     ],
 )
 def test_a_month_is_a_date_and_a_word_that_starts_like_one_is_not(said: str, holds: bool) -> None:

@@ -270,7 +270,10 @@ _DATE = re.compile(
     r"\d|\b(?:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?"
     r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b|(?-i:\b(?:Mar(?:ch)?|May)\b)|"
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(yesterday|tomorrow|tonight|morning|"
-    r"evening|night|week|month|year|spring|summer|autumn|winter)\b",
+    r"evening|night|week|month|year|spring|summer|autumn|winter)\b"
+    # a day of a story's own calendar: "the nineteenth of Tammuzet", "the third day of Thaw"
+    r"|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
+    r"|\w+teenth|\w*tieth(?:-\w+)?)\s+(?:day\s+)?of\s+(?-i:[A-Z][a-z])",
     re.I,
 )
 _CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
