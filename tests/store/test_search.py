@@ -92,6 +92,20 @@ def test_the_best_match_comes_first(store: ChatStore) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_word_few_messages_hold_outweighs_one_that_many_hold(store: ChatStore) -> None:
+    """"Sefa" is in most messages, "cistern" in one: the message with "cistern" answers "Sefa at
+    the cistern" before one that says "Sefa" three times in fewer words."""
+    chat = stored(
+        store,
+        texts=(
+            "Sefa! Sefa, wait! Sefa!",
+            "At the back of the old cistern there was a low door with a bell.",
+            *(f"Sefa counted the camels again, {i} of them." for i in range(8)),
+        ),
+    )
+    assert store.search("c", "Sefa at the cistern")[0][0] == chat.messages[1].id
+
+
 def test_an_irregular_verb_finds_its_other_forms_without_crowding_out_the_words_asked(
     store: ChatStore,
 ) -> None:

@@ -8,7 +8,8 @@ The store's logic is `autorecap.store.sql`; here are PostgreSQL's parts:
 - every save notifies the others (`NOTIFY autorecap_changes` with the chat's id, delivered at
   commit); `data_version` counts the notices other connections sent, heard on a connection of
   its own that `LISTEN`s (`Listener`), so a server learns of another's saves without polling;
-- recall searches the `tsvector` index (`postgres_migrations`), ranked by `ts_rank`;
+- recall searches the `tsvector` index (`postgres_migrations`), ranked by `ts_rank` with each
+  word weighed by its rarity in the chat (its idf, as BM25 weighs it);
 - the settings live here too (a row per owner, saved only over the revision it was read at,
   announced on `autorecap_settings`), so every machine runs with the same ones.
 
@@ -258,15 +259,26 @@ class PostgresStore(SqlStore):
         words = searched_words(query)
         if not words:
             return []
-        asked = " || ".join(["phraseto_tsquery('autorecap', %s)"] * len(words))
+        each = ["phraseto_tsquery('autorecap', %s)"] * len(words)
+        ranks = ", ".join(f"ts_rank('{RANK_WEIGHTS}', recall, {q}, 1)" for q in each)
+        # BM25's idea on ts_rank: each word's match counts by how few of the chat's messages
+        # hold it (its idf), since ts_rank alone weighs "Sefa", in every message, as much as
+        # "Cistern". One pass over the chat's matches gives both.
         sql = (
-            f"SELECT id, ts_rank('{RANK_WEIGHTS}', recall, q, 1) AS rank "
-            f"FROM messages, ({'SELECT ' + asked}) AS w(q) "
-            "WHERE chat_id = %s AND recall @@ q ORDER BY rank DESC, id LIMIT %s"
+            f"WITH hit AS MATERIALIZED (SELECT id, ARRAY[{ranks}] AS r FROM messages "
+            f"WHERE chat_id = %s AND recall @@ ({' || '.join(each)})), "
+            "ranked AS (SELECT hit.id, u.i, u.v FROM hit, unnest(hit.r) WITH ORDINALITY "
+            "AS u(v, i) WHERE u.v > 0), "
+            "df AS (SELECT i, count(*) AS df FROM ranked GROUP BY i), "
+            "chat AS (SELECT count(*) AS n FROM messages WHERE chat_id = %s) "
+            "SELECT ranked.id, sum(ln(1 + (chat.n - df.df + 0.5) / (df.df + 0.5)) * ranked.v) "
+            "AS rank FROM ranked JOIN df USING (i) CROSS JOIN chat "
+            "GROUP BY ranked.id ORDER BY rank DESC, ranked.id LIMIT %s"
         )
+        params = [*words, chat_id, *words, chat_id, limit]
         try:
             with self._pool.connection() as conn:
-                rows = conn.execute(sql, (*words, chat_id, limit)).fetchall()
+                rows = conn.execute(sql, params).fetchall()
         except (PoolTimeout, psycopg.Error) as error:
             raise self._failed("search", error) from None
         return [(int(row_id), float(rank)) for row_id, rank in rows]
