@@ -93,7 +93,7 @@ def test_the_best_match_comes_first(store: ChatStore) -> None:
 
 
 def test_a_word_few_messages_hold_outweighs_one_that_many_hold(store: ChatStore) -> None:
-    """"Sefa" is in most messages, "cistern" in one: the message with "cistern" answers "Sefa at
+    """ "Sefa" is in most messages, "cistern" in one: the message with "cistern" answers "Sefa at
     the cistern" before one that says "Sefa" three times in fewer words."""
     chat = stored(
         store,
