@@ -260,7 +260,11 @@ class PostgresStore(SqlStore):
         if not words:
             return []
         each = ["phraseto_tsquery('autorecap', %s)"] * len(words)
-        ranks = ", ".join(f"ts_rank('{RANK_WEIGHTS}', recall, {q}, 1)" for q in each)
+        # (ts_rank gives a word a message lacks 1e-20, not 0: only a match counts)
+        ranks = ", ".join(
+            f"CASE WHEN recall @@ {q} THEN ts_rank('{RANK_WEIGHTS}', recall, {q}, 1) ELSE 0 END"
+            for q in each
+        )
         # BM25's idea on ts_rank: each word's match counts by how few of the chat's messages
         # hold it (its idf), since ts_rank alone weighs "Sefa", in every message, as much as
         # "Cistern". One pass over the chat's matches gives both.
@@ -275,7 +279,7 @@ class PostgresStore(SqlStore):
             "AS rank FROM ranked JOIN df USING (i) CROSS JOIN chat "
             "GROUP BY ranked.id ORDER BY rank DESC, ranked.id LIMIT %s"
         )
-        params = [*words, chat_id, *words, chat_id, limit]
+        params = [*(w for word in words for w in (word, word)), chat_id, *words, chat_id, limit]
         try:
             with self._pool.connection() as conn:
                 rows = conn.execute(sql, params).fetchall()
