@@ -260,7 +260,7 @@ class PostgresStore(SqlStore):
         if not words:
             return []
         each = ["phraseto_tsquery('autorecap', %s)"] * len(words)
-        # (ts_rank gives a word a message lacks 1e-20, not 0: only a match counts)
+        # (ts_rank gives a phrase ("14-02-27") a message lacks 1e-20, not 0: only a match counts)
         ranks = ", ".join(
             f"CASE WHEN recall @@ {q} THEN ts_rank('{RANK_WEIGHTS}', recall, {q}, 1) ELSE 0 END"
             for q in each
