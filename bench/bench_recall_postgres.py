@@ -2,7 +2,9 @@
 (FTS5, BM25), on the same questions: `autorecap eval`'s shipped chats (dev and held-out), each
 recapped offline, its covered messages hidden as auto-hide would, and every question asked as
 the newest message. Printed: the share of the answer words and the planted facts the recalled
-pieces hold (recall alone, at `recall_max_tokens` 500), and the search time per question.
+pieces hold (recall alone, at `recall_max_tokens` 500), and the search time per question. Then
+the time of a recall on one generated 10,000-message chat in each store, p50 and p99 over 300
+of its own user messages as queries (SQLite is the baseline; `bench_recall.py` has its targets).
 
 The PostgreSQL server is started for the run in a temporary folder.
 """
@@ -18,16 +20,21 @@ from autorecap.core.tokens import get_counter
 from autorecap.evaluation.corpus import CORPORA, read_script
 from autorecap.evaluation.measures import answer_recall, answer_words, planted_found
 from autorecap.evaluation.run import fresh_copy
+from autorecap.recap import run_pipeline
 from autorecap.recap.detection import detect_scene_breaks
 from autorecap.recap.messages import recap_all
 from autorecap.recap.offline.engine import OfflineBackend
 from autorecap.recap.running_recap import update_running_recap
 from autorecap.recap.scenes import recap_scenes
+from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store import ChatStore, open_store
+from autorecap.testing import generate
 from autorecap.testing.postgres import PostgresServer
 
 SHARE = 500
+LARGE = 10_000
+QUERIES = 300
 
 
 def main() -> None:
@@ -78,6 +85,42 @@ def main() -> None:
         figures[f"planted facts held, {name}"] = f"{planted[name][0]}/{planted[name][1]}"
         figures[f"recall p50 ms, {name}"] = round(percentile(times[name], 50) * 1e3, 2)
     report("recall: PostgreSQL full-text search against SQLite FTS5, same questions", figures)
+    report("recall on one 10,000-message chat: PostgreSQL against SQLite", large_chat_times())
+
+
+def large_chat_times() -> dict[str, object]:
+    """Recall's time on one generated 10,000-message chat, alone in a fresh database of each
+    kind, with the chat's own user messages as queries."""
+    settings = Settings(recall_enabled=True)
+    counter = get_counter(settings.tokenizer)
+    chat = generate(LARGE, seed=5).chat
+    run_pipeline(chat, OfflineBackend(counter), settings, counter, now_ms=0)
+    queries = [m.text for m in chat.messages if m.is_user][:: max(1, LARGE // 2 // QUERIES)]
+    figures: dict[str, object] = {}
+    p50: dict[str, float] = {}
+    with PostgresServer() as server:
+        for name, url in (("SQLite", ":memory:"), ("PostgreSQL", server.url)):
+            store = open_store(url)
+            try:
+                store.import_chat(chat, chat_id=chat.id)
+                stored = store.load_chat(chat.id)
+                session = Session(stored, settings=settings)
+                session.refresh()  # hides what the running recap covers, keeps the breaks
+                breaks = session.state.breaks
+                search = ChatSearch(stored, store)
+                search.recall(settings, counter, queries[0], breaks=breaks)
+                times = []
+                for query in queries:
+                    start = time.perf_counter()
+                    search.recall(settings, counter, query, breaks=breaks)
+                    times.append(time.perf_counter() - start)
+            finally:
+                store.close()
+            p50[name] = percentile(times, 50)
+            figures[f"recall p50 ms, {name}"] = round(p50[name] * 1e3, 2)
+            figures[f"recall p99 ms, {name}"] = round(percentile(times, 99) * 1e3, 2)
+    figures["PostgreSQL against SQLite (p50)"] = round(p50["PostgreSQL"] / p50["SQLite"], 2)
+    return figures
 
 
 if __name__ == "__main__":

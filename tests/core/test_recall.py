@@ -887,6 +887,9 @@ def test_a_crown_a_mark_or_a_yen_counted_by_a_is_no_sum(said: str) -> None:
         ("The third day of Thaw, at dawn.", True),
         ("A tenth of the profit is ours.", False),
         ("The second of our boats sank.", False),
+        ("One third of London flooded.", False),
+        ("He was the first of Brann's men.", False),
+        ("Aegon, the Third of His Name.", False),
     ],
 )
 def test_a_month_is_a_date_and_a_word_that_starts_like_one_is_not(said: str, holds: bool) -> None:

@@ -109,6 +109,24 @@ def test_a_word_few_messages_hold_outweighs_one_that_many_hold(store: ChatStore)
     assert hits[0] == chat.messages[2].id
 
 
+def test_a_code_few_messages_hold_ranks_the_messages_that_hold_it_first(
+    store: ChatStore,
+) -> None:
+    """A code searched as a phrase ("14-02-27") counts only in messages that hold it whole:
+    the two that do come before those that say the name, however often."""
+    chat = stored(
+        store,
+        texts=(
+            "Sefa said the code was 14-02-27.",
+            "Sefa! Sefa, wait! Sefa!",
+            *(f"Sefa counted the camels, {i} of them." for i in range(3)),
+            "The code 14-02-27 opened it.",
+        ),
+    )
+    first_two = found(store, "c", "Sefa 14-02-27")[:2]
+    assert sorted(first_two) == sorted([chat.messages[0].id, chat.messages[5].id])
+
+
 def test_an_irregular_verb_finds_its_other_forms_without_crowding_out_the_words_asked(
     store: ChatStore,
 ) -> None:

@@ -272,8 +272,9 @@ _DATE = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(yesterday|tomorrow|tonight|morning|"
     r"evening|night|week|month|year|spring|summer|autumn|winter)\b"
     # a day of a story's own calendar: "the nineteenth of Tammuzet", "the third day of Thaw"
-    r"|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
-    r"|\w+teenth|\w*tieth(?:-\w+)?)\s+(?:day\s+)?of\s+(?-i:[A-Z][a-z])",
+    r"|\bthe\s+(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh"
+    r"|twelfth|\w+teenth|\w*tieth)\s+(?:day\s+)?of\s+(?!(?:his|her|their|our|my|your|the)\b)"
+    r"(?-i:[A-Z][a-z]+\b)(?![’'])",
     re.I,
 )
 _CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")

@@ -120,10 +120,10 @@ def excerpt_of(
 def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
     """The best `answer_weight` of a sentence of the excerpt that matches the question, or
     of one just after or just before such a sentence (0: none holds a wanted answer). The one
-    before counts as `excerpt_of` keeps it: "'Pike and lantern,' I told him. That was the
-    word Brann gave us". Measured with `autorecap eval`, planted facts with recall: dev and
-    generated unchanged (462 / 482 / 490 of 501), held out 341 / 380 / 385 -> 343 / 382 / 385
-    of 413."""
+    before counts because an answer is often told just before the sentence that names what it
+    answers: "'Pike and lantern,' I told him. That was the word Brann gave us". Measured with
+    `autorecap eval`, planted facts with recall: dev and generated unchanged (462 / 482 / 490
+    of 501), held out 341 / 380 / 385 -> 343 / 382 / 385 of 413."""
     sentences = _SENTENCE.split(excerpt)
     matched = [bool(asked & text_words(sentence)) for sentence in sentences]
     return max(

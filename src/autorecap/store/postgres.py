@@ -267,7 +267,8 @@ class PostgresStore(SqlStore):
         )
         # BM25's idea on ts_rank: each word's match counts by how few of the chat's messages
         # hold it (its idf), since ts_rank alone weighs "Sefa", in every message, as much as
-        # "Cistern". One pass over the chat's matches gives both.
+        # "Cistern". One pass over the chat's matches gives each word's ranks and counts; the
+        # chat's size is a second, index-only count.
         sql = (
             f"WITH hit AS MATERIALIZED (SELECT id, ARRAY[{ranks}] AS r FROM messages "
             f"WHERE chat_id = %s AND recall @@ ({' || '.join(each)})), "
