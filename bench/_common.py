@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 RESULTS = Path(__file__).with_name("results.json")
+T = TypeVar("T")
 
 
 def timed(fn: Callable[[], Any], *, repeat: int = 5) -> list[float]:
@@ -18,6 +19,16 @@ def timed(fn: Callable[[], Any], *, repeat: int = 5) -> list[float]:
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def timed_each(work: Iterable[T], call: Callable[[T], Any]) -> list[float]:
+    """Call `call` on each item of `work` and return each call's wall time in seconds."""
+    times = []
+    for item in work:
+        start = time.perf_counter()
+        call(item)
         times.append(time.perf_counter() - start)
     return times
 

@@ -10,10 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import median, percentile, report
+from _common import median, percentile, report, timed_each
 from autorecap.chat_search import ChatSearch
 from autorecap.core.data import set_data
-from autorecap.core.tokens import get_counter
+from autorecap.core.model import Chat
+from autorecap.core.tokens import TokenCounter, get_counter
 from autorecap.recap import OfflineBackend, run_pipeline
 from autorecap.session import Session
 from autorecap.settings import Settings
@@ -24,21 +25,19 @@ SIZE = 10_000
 QUERIES = 300
 
 
-def _timed(work: list, call) -> list[float]:  # type: ignore[type-arg]
-    times = []
-    for item in work:
-        start = time.perf_counter()
-        call(item)
-        times.append(time.perf_counter() - start)
-    return times
+def recapped_chat(settings: Settings, counter: TokenCounter) -> tuple[Chat, list[str]]:
+    """The generated 10,000-message chat, recapped offline, and `QUERIES` of its own user
+    messages spread over it, to ask as queries."""
+    chat = generate(SIZE, seed=5).chat
+    run_pipeline(chat, OfflineBackend(counter), settings, counter, now_ms=0)
+    queries = [m.text for m in chat.messages if m.is_user][:: max(1, SIZE // 2 // QUERIES)]
+    return chat, queries
 
 
 def main() -> None:
     counter = get_counter()
     settings = Settings(recall_enabled=True)
-    chat = generate(SIZE, seed=5).chat
-    run_pipeline(chat, OfflineBackend(counter), settings, counter, now_ms=0)
-    queries = [m.text for m in chat.messages if m.is_user][:: max(1, SIZE // 2 // QUERIES)]
+    chat, queries = recapped_chat(settings, counter)
     figures: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "bench.db", synchronous="NORMAL")
@@ -53,12 +52,12 @@ def main() -> None:
         breaks = session.state.breaks  # as a refresh keeps them
         in_store = ChatSearch(stored, store)
         in_store.recall(settings, counter, queries[0], breaks=breaks)
-        times = _timed(queries, lambda q: in_store.recall(settings, counter, q, breaks=breaks))
+        times = timed_each(queries, lambda q: in_store.recall(settings, counter, q, breaks=breaks))
         figures["recall from the store's index: p50 ms (target <= 5)"] = median(times) * 1000
         figures["recall from the store's index: p99 ms (target <= 20)"] = (
             percentile(times, 99) * 1000
         )
-        refresh = _timed(range(50), lambda _: session.refresh())
+        refresh = timed_each(range(50), lambda _: session.refresh())
         figures["baseline: a refresh of the running recap, p50 ms"] = median(refresh) * 1000
         figures["recall against the refresh (p50)"] = median(times) / max(median(refresh), 1e-9)
 
@@ -68,12 +67,12 @@ def main() -> None:
         figures["in-memory index of 10,000 messages built, ms"] = (
             time.perf_counter() - start
         ) * 1000
-        times = _timed(queries, lambda q: in_memory.recall(settings, counter, q, breaks=breaks))
+        times = timed_each(queries, lambda q: in_memory.recall(settings, counter, q, breaks=breaks))
         figures["recall from the in-memory index: p50 ms"] = median(times) * 1000
         figures["recall from the in-memory index: p99 ms"] = percentile(times, 99) * 1000
 
         targets = stored.messages[100:400]
-        with_index = _timed(
+        with_index = timed_each(
             targets,
             lambda m: (
                 set_data(m, "memory", f"Changed {m.text[:40]}"),
@@ -81,7 +80,7 @@ def main() -> None:
             ),
         )
         store._db.execute("DROP TRIGGER recall_on_update")
-        without = _timed(
+        without = timed_each(
             targets,
             lambda m: (
                 set_data(m, "memory", f"Again {m.text[:40]}"),

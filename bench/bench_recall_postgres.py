@@ -12,15 +12,15 @@ The PostgreSQL server is started for the run in a temporary folder.
 from __future__ import annotations
 
 import time
+from functools import partial
 
-from _common import percentile, report
+from _common import percentile, report, timed_each
 from autorecap.chat_search import ChatSearch
 from autorecap.core import running
 from autorecap.core.tokens import get_counter
 from autorecap.evaluation.corpus import CORPORA, read_script
 from autorecap.evaluation.measures import answer_recall, answer_words, planted_found
 from autorecap.evaluation.run import fresh_copy
-from autorecap.recap import run_pipeline
 from autorecap.recap.detection import detect_scene_breaks
 from autorecap.recap.messages import recap_all
 from autorecap.recap.offline.engine import OfflineBackend
@@ -29,12 +29,10 @@ from autorecap.recap.scenes import recap_scenes
 from autorecap.session import Session
 from autorecap.settings import Settings
 from autorecap.store import ChatStore, open_store
-from autorecap.testing import generate
 from autorecap.testing.postgres import PostgresServer
+from bench_recall import recapped_chat
 
 SHARE = 500
-LARGE = 10_000
-QUERIES = 300
 
 
 def main() -> None:
@@ -89,13 +87,11 @@ def main() -> None:
 
 
 def large_chat_times() -> dict[str, object]:
-    """Recall's time on one generated 10,000-message chat, alone in a fresh database of each
-    kind, with the chat's own user messages as queries."""
+    """Recall's time on `bench_recall`'s 10,000-message chat, alone in a fresh database of
+    each kind, with the chat's own user messages as queries."""
     settings = Settings(recall_enabled=True)
     counter = get_counter(settings.tokenizer)
-    chat = generate(LARGE, seed=5).chat
-    run_pipeline(chat, OfflineBackend(counter), settings, counter, now_ms=0)
-    queries = [m.text for m in chat.messages if m.is_user][:: max(1, LARGE // 2 // QUERIES)]
+    chat, queries = recapped_chat(settings, counter)
     figures: dict[str, object] = {}
     p50: dict[str, float] = {}
     with PostgresServer() as server:
@@ -108,12 +104,9 @@ def large_chat_times() -> dict[str, object]:
                 session.refresh()  # hides what the running recap covers, keeps the breaks
                 breaks = session.state.breaks
                 search = ChatSearch(stored, store)
-                search.recall(settings, counter, queries[0], breaks=breaks)
-                times = []
-                for query in queries:
-                    start = time.perf_counter()
-                    search.recall(settings, counter, query, breaks=breaks)
-                    times.append(time.perf_counter() - start)
+                ask = partial(search.recall, settings, counter, breaks=breaks)
+                ask(queries[0])
+                times = timed_each(queries, ask)
             finally:
                 store.close()
             p50[name] = percentile(times, 50)
