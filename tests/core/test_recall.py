@@ -19,7 +19,7 @@ from autorecap.core.asking import (
     query_words,
     text_words,
 )
-from autorecap.core.excerpts import PIECE_TOKENS, excerpt_of
+from autorecap.core.excerpts import PIECE_TOKENS, excerpt_answer_weight, excerpt_of
 from autorecap.core.recall import (
     ANSWER_BOOST,
     ASKS_ALONE,
@@ -1102,3 +1102,52 @@ def test_set_recall_slot_places_the_text_as_the_settings_say() -> None:
     set_recall_slot(slots, "", Settings())
     assert slots.value(RECALL_KEY) == ""
     assert RECALL_KEY in slots
+
+
+@pytest.mark.parametrize(
+    ("question", "said", "weight"),
+    [
+        (
+            "What was the key word stitched into the sampler?",
+            "The red stitches on the sampler spell out a word. WHELKSTONE.",
+            TOLD_WEIGHT,
+        ),
+        (
+            "Whose name was on the cat's collar?",
+            'On the collar, in small worn capitals, there\'s a name. "ELSA SANDBERG," I read out.',
+            TOLD_WEIGHT,
+        ),
+        (
+            "Whose name was on the cat's collar?",
+            'On the collar there was a name. "Elsa Sandberg," she said.',
+            TOLD_WEIGHT,
+        ),
+        # announced, but nothing of the kind follows: a name is wanted, none is told
+        ("Whose name was on the cat's collar?", "The collar had a name. it was worn away.", 0.0),
+        # a name in passing, announced by nothing
+        ("Whose name was on the cat's collar?", "The collar was red. She gave it to Theo.", 1.0),
+    ],
+)
+def test_what_a_sentence_announces_the_next_one_tells_outright(
+    question: str, said: str, weight: float
+) -> None:
+    assert excerpt_answer_weight(said, answer_kinds(question), asked_words(question)) == weight
+
+
+def test_a_word_read_off_in_a_sentence_of_its_own_is_kept_in_a_long_message() -> None:
+    """The sentence after the one that announces a word is kept before another that names the
+    sampler; announced by nothing, it is not."""
+    question = "What was the key word stitched into grandmother's sampler?"
+    asked, wanted = asked_words(question), answer_kinds(question)
+    hearth = "Grandmother's sampler hangs above the hearth in a black frame."
+    announced = "The red stitches on the sampler spell out a word."
+    sentences = {
+        4: hearth,
+        10: announced,
+        11: "WHELKSTONE.",
+        20: "Grandmother worked the sampler as a girl, the summer the lighthouse was built.",
+    }
+    limit = COUNTER.count(announced) + COUNTER.count(hearth) + 2
+    assert "WHELKSTONE" in excerpt_of(_long(sentences), asked, COUNTER, wanted, limit=limit)
+    plain = _long({**sentences, 10: "The red stitches on the sampler are new."})
+    assert "WHELKSTONE" not in excerpt_of(plain, asked, COUNTER, wanted, limit=limit)

@@ -37,6 +37,19 @@ _MARKUP = re.compile(r"[*_~`]+")
 _ACTION = re.compile(r"\*(?![A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)+\*)[^*]*\*")
 """A gesture between asterisks ("*She leans in and whispers.*", "*Nods.*"); a name in italics
 ("That's the *Marguerite Bell*", two words or more with capitals) is none."""
+_ANNOUNCED = re.compile(
+    r"(?:\b(?:a|an|the|one|its|his|her|their)\s+(?:[\w'’-]+\s+){0,2}?"
+    r"(?:name|word|words|number|phrase|date|code|password|figure|sum|inscription)[.:]?|:)"
+    r"[\"”’']?\s*$",
+    re.I,
+)
+"""A sentence that announces what the next one tells: "in small worn capitals, there's a
+name.", "they spell out a word.", "It reads:". Stories tell a name, a word or a figure read
+off a tag or a page this way, in a sentence of its own ("ELSA SANDBERG," I read out.
+"WHELKSTONE."), which names nothing the question asks and, for a word, has no quotes
+(`_answer_weights`)."""
+ANNOUNCED_WORDS = 25
+"""The longest sentence, in words, taken as told by the one announcing it."""
 _LETTER = re.compile(r"[^\W_]")
 _AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
 """Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
@@ -79,7 +92,7 @@ def excerpt_of(
     sentences = [s for s in _SENTENCE.split(plain) if s.strip()]
     found = [asked & text_words(sentence) for sentence in sentences]
     spread = {word: sum(1 for words in found if word in words) for word in asked}
-    answers = [answer_weight(s, wanted, asked) if wanted else 0.0 for s in sentences]
+    answers = _answer_weights(sentences, wanted, asked)
     worth: dict[int, float] = {}
     for i, words in enumerate(found):
         value = sum(1 / spread[word] for word in words)
@@ -128,12 +141,34 @@ def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset
     matched = [bool(asked & text_words(sentence)) for sentence in sentences]
     return max(
         (
-            answer_weight(sentence, wanted, asked)
-            for i, sentence in enumerate(sentences)
+            weight
+            for i, weight in enumerate(_answer_weights(sentences, wanted, asked))
             if any(0 <= i + step < len(sentences) and matched[i + step] for step in (0, -1, 1))
         ),
         default=0.0,
     )
+
+
+def _answer_weights(
+    sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
+) -> list[float]:
+    """Each sentence's `answer_weight`; one that follows a sentence announcing it
+    (`_ANNOUNCED`) tells the answer outright when it holds one of a kind wanted, or, to a
+    question about words, whatever it says. Measured with `autorecap eval`, planted facts with
+    recall: dev and generated 484 / 513 / 522 -> 488 / 517 / 526 of 556 at 1,000 / 2,000 /
+    4,000 tokens, held out 343 / 383 / 386 -> 345 / 385 / 388 of 413, none lost; a sentence
+    announced that holds no answer of a wanted kind, told for any question, lost one held out."""
+    if not wanted:
+        return [0.0] * len(sentences)
+    weights = [answer_weight(sentence, wanted, asked) for sentence in sentences]
+    for i in range(1, len(sentences)):
+        if (
+            (weights[i] or "words" in wanted)
+            and _ANNOUNCED.search(sentences[i - 1])
+            and len(sentences[i].split()) <= ANNOUNCED_WORDS
+        ):
+            weights[i] = max(weights[i], TOLD_WEIGHT)
+    return weights
 
 
 def told_part(
