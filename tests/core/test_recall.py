@@ -1151,3 +1151,38 @@ def test_a_word_read_off_in_a_sentence_of_its_own_is_kept_in_a_long_message() ->
     assert "WHELKSTONE" in excerpt_of(_long(sentences), asked, COUNTER, wanted, limit=limit)
     plain = _long({**sentences, 10: "The red stitches on the sampler are new."})
     assert "WHELKSTONE" not in excerpt_of(plain, asked, COUNTER, wanted, limit=limit)
+
+
+@pytest.mark.parametrize(
+    ("said", "weight"),
+    [
+        ("It's dated November 14, 2022, and it is short.", TOLD_WEIGHT),
+        ('"July ninth. A Sunday."', TOLD_WEIGHT),
+        ("'On the twenty-second of August: forty crates, lamp oil.'", TOLD_WEIGHT),
+        ("Done in the tenth month of the fourth year of Tianqing.", TOLD_WEIGHT),
+        ("That night the sluice was shut.", 1.0),
+        ("The third of His reforms came that spring.", 1.0),  # a season, and no day named
+    ],
+)
+def test_a_day_named_tells_when_outright_and_a_time_of_day_only_holds_it(
+    said: str, weight: float
+) -> None:
+    question = "When did they shut the sluice?"
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == weight
+
+
+def test_a_day_named_five_sentences_after_the_match_is_kept_and_a_time_of_day_is_not() -> None:
+    question = "When did Shu Heng pay off the loan?"
+    asked, wanted = asked_words(question), answer_kinds(question)
+    match = "Shu Heng had written the last of the loan on the slip."
+    around = {
+        10: match,
+        11: "The debt is discharged.",
+        12: "Nothing further is owed by either party.",
+        13: "The seal was pressed in deep.",
+    }
+    limit = COUNTER.count(match) + 25
+    named = _long({**around, 15: "Done in the tenth month of the fourth year of Tianqing."})
+    assert "Tianqing" in excerpt_of(named, asked, COUNTER, wanted, limit=limit)
+    vague = _long({**around, 15: "Done that evening, in the rain."})
+    assert "evening" not in excerpt_of(vague, asked, COUNTER, wanted, limit=limit)

@@ -155,7 +155,7 @@ def _answer_weights(
     """Each sentence's `answer_weight`; one that follows a sentence announcing it
     (`_ANNOUNCED`) tells the answer outright when it holds one of a kind wanted, or, to a
     question about words, whatever it says. Measured with `autorecap eval`, planted facts with
-    recall: dev and generated 484 / 513 / 522 -> 488 / 517 / 526 of 556 at 1,000 / 2,000 /
+    recall: dev and generated 484 / 513 / 522 -> 488 / 517 / 526 of 541 at 1,000 / 2,000 /
     4,000 tokens, held out 343 / 383 / 386 -> 345 / 385 / 388 of 413, none lost; a sentence
     announced that holds no answer of a wanted kind, told for any question, lost one held out."""
     if not wanted:
