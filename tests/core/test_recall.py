@@ -1186,3 +1186,33 @@ def test_a_day_named_five_sentences_after_the_match_is_kept_and_a_time_of_day_is
     assert "Tianqing" in excerpt_of(named, asked, COUNTER, wanted, limit=limit)
     vague = _long({**around, 15: "Done that evening, in the rain."})
     assert "evening" not in excerpt_of(vague, asked, COUNTER, wanted, limit=limit)
+
+
+def test_a_request_to_tell_brings_the_reply_and_the_reply_counts_as_its_answer() -> None:
+    """ "Tell me about Walt. When he died, what happened." asks without a question mark, and
+    sentences follow it: the reply is taken along, and the piece counts the day it names as
+    an answer told outright, though the sentences around the request name none."""
+    chat = chat_of(
+        message(
+            '"Edie, tell me about Walt. When he died, what happened to the boat. I am sorry to '
+            'make you go through it again. I know it is all in the file somewhere."',
+            hidden=True,
+        ),
+        message(
+            'She takes the kettle off and sits down. "July ninth. A Sunday. Hot, flat calm."',
+            hidden=True,
+        ),
+    )
+    question = "On what date did Walt die out on the boat?"
+    (found,) = recall_pieces(chat, [(0, 2.0)], question, COUNTER)
+    assert "→" in found.text
+    assert "July ninth" in found.text
+    assert "#0-1" in found.source
+    assert found.score == pytest.approx(2.0 * ANSWER_BOOST * TOLD_WEIGHT)
+    # Said without a request, the same words bring no reply.
+    plain = chat_of(
+        message('"Walt died, and the boat sat there. I know it is all in the file."', hidden=True),
+        message('She takes the kettle off and sits down. "July ninth. A Sunday."', hidden=True),
+    )
+    found_plain = recall_pieces(plain, [(0, 2.0)], question, COUNTER)[0]
+    assert "→" not in found_plain.text

@@ -50,6 +50,17 @@ off a tag or a page this way, in a sentence of its own ("ELSA SANDBERG," I read 
 (`_answer_weights`)."""
 ANNOUNCED_WORDS = 25
 """The longest sentence, in words, taken as told by the one announcing it."""
+_TELL_ME = re.compile(
+    r"\b(?:tell|remind|show)\s+(?:me|us)\s+(?:about|what|when|where|who|whose|how|which|again)\b"
+    r"|\b(?:walk|take)\s+(?:me|us)\s+through\b",
+    re.I,
+)
+"""A request to tell, which asks as a question does ("Edie, tell me about Walt. When he died,
+what happened."): the reply is taken along as its answer (`answer_after`). With the reply's
+told answer counted wherever the request sits in the piece (`answer_part_weight`), measured
+with `autorecap eval`, planted facts with recall: dev and generated 502 / 533 / 544 -> 505 /
+535 / 546 of 561 at 1,000 / 2,000 / 4,000 tokens, held out 366 / 405 / 408 -> 367 / 405 /
+408 of 433, none lost."""
 _LETTER = re.compile(r"[^\W_]")
 _AROUND = ((1, 1 / 2), (2, 1 / 2), (3, 1 / 3), (-1, 1 / 3), (-2, 1 / 4))
 """Where, from a matching sentence, one that holds the kind of answer wanted is kept with it, and
@@ -149,6 +160,12 @@ def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset
     )
 
 
+def answer_part_weight(answer: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
+    """The best `answer_weight` of the sentences of an answer taken after a recalled question
+    (`answer_after`): the question matched, so its reply answers it whatever words it shares."""
+    return max(_answer_weights(_SENTENCE.split(answer), wanted, asked), default=0.0)
+
+
 def _answer_weights(
     sentences: Sequence[str], wanted: frozenset[str], asked: frozenset[str]
 ) -> list[float]:
@@ -199,16 +216,21 @@ def answer_after(
     spoken sentences before gestures ("*She leans in.* The password is..."), unless only the
     gestures hold the kind of answer wanted ("*He names his price: seven marks*"). A question
     of under `QUESTION_WORDS` words counts when it follows a match and asks for the same kind
-    of answer ("Two to Carrowmere. How much?"). "" otherwise. `following`: the next message's
+    of answer ("Two to Carrowmere. How much?"); so does a request to tell about what is asked
+    (`_TELL_ME`: "tell me about Walt"). "" otherwise. `following`: the next message's
     text (the caller leaves out one the prompt still shows)."""
     said = _SENTENCE.split(excerpt)
     asks = any(
-        s.rstrip().rstrip("\"”’'").endswith("?")
-        and (
-            (len(s.split()) >= QUESTION_WORDS and asked & text_words(s))
-            # a short question after a match asks the same kind ("... Carrowmere. How much?")
-            or (i > 0 and asked & text_words(said[i - 1]) and wanted & answer_kinds(s))
+        (
+            s.rstrip().rstrip("\"”’'").endswith("?")
+            and (
+                (len(s.split()) >= QUESTION_WORDS and asked & text_words(s))
+                # a short question after a match asks the same kind ("... Carrowmere. How much?")
+                or (i > 0 and asked & text_words(said[i - 1]) and wanted & answer_kinds(s))
+            )
         )
+        # a request to tell ("Edie, tell me about Walt. When he died, what happened.")
+        or (_TELL_ME.search(s) and asked & text_words(" ".join(said[i : i + 2])))
         for i, s in enumerate(said)
     )
     if not asks:

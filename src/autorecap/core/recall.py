@@ -22,7 +22,13 @@ from typing import Any
 
 from autorecap.core.asking import answer_kinds, asked_words, query_words, text_words
 from autorecap.core.data import get_data, get_memory
-from autorecap.core.excerpts import answer_after, excerpt_answer_weight, excerpt_of, told_part
+from autorecap.core.excerpts import (
+    answer_after,
+    answer_part_weight,
+    excerpt_answer_weight,
+    excerpt_of,
+    told_part,
+)
 from autorecap.core.memory import place_in_slot
 from autorecap.core.model import Chat, Message
 from autorecap.core.out_of_character import in_character
@@ -167,6 +173,7 @@ def recall_pieces(
             source = _source(message, index, scene, kind)
             # The answer after a recalled question goes with it (and not again on its own).
             after = index + 1
+            answered = ""
             if kind == "message" and after < len(messages) and after not in given:
                 # (the next message's answer only when the prompt does not show it already)
                 following = _text(messages[after]) if _hidden(messages[after]) else ""
@@ -176,6 +183,8 @@ def recall_pieces(
                     source = source.replace(f"#{index}", f"#{index}-{index + 1}", 1)
                     given.add(index + 1)
             weight = excerpt_answer_weight(excerpt, wanted, asked) if wanted else 0.0
+            if answered and wanted:  # the reply to a question asked is its answer, wherever
+                weight = max(weight, answer_part_weight(answered, wanted, asked))
             if told:
                 weight = max(weight, 1.0)
             if weight:
