@@ -1123,9 +1123,14 @@ def test_set_recall_slot_places_the_text_as_the_settings_say() -> None:
             TOLD_WEIGHT,
         ),
         # announced, but nothing of the kind follows: a name is wanted, none is told
-        ("Whose name was on the cat's collar?", "The collar had a name. it was worn away.", 0.0),
+        ("Whose name was on the cat's collar?", "The collar had a name. It was worn away.", 0.0),
         # a name in passing, announced by nothing
         ("Whose name was on the cat's collar?", "The collar was red. She gave it to Theo.", 1.0),
+        # what only looks like an announcement
+        ("Whose name was on the cat's collar?", "I forgot his name. Then Theo came in.", 1.0),
+        ("Whose name was on the collar?", "You have my word. The collar is Theo's.", 1.0),
+        ("What was the abort word?", "Whoever sees it says one word. Chrysanthemum.", TOLD_WEIGHT),
+        ("What was the abort word?", "He hasn't said a word. Chrysanthemum, I think.", 0.0),
     ],
 )
 def test_what_a_sentence_announces_the_next_one_tells_outright(
@@ -1162,6 +1167,9 @@ def test_a_word_read_off_in_a_sentence_of_its_own_is_kept_in_a_long_message() ->
         ("Done in the tenth month of the fourth year of Tianqing.", TOLD_WEIGHT),
         ("That night the sluice was shut.", 1.0),
         ("The third of His reforms came that spring.", 1.0),  # a season, and no day named
+        ("Those 2 may leave when they like.", 1.0),  # a number, and "may" a verb
+        ("We march 3 miles before the sluice.", 1.0),
+        ("In April both of them left.", 1.0),
     ],
 )
 def test_a_day_named_tells_when_outright_and_a_time_of_day_only_holds_it(
