@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from autorecap.core.model import Chat
@@ -138,6 +138,9 @@ ACTIONS = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(actions=ACTIONS)
+# A narrator message edited where the note, moved to its place, now stands just before it: the
+# edit is the new text, and the note (a text stored once, elsewhere) is the prompt.
+@example(actions=[("send",), ("narrate",), ("note", 4), ("edit", 4)])
 def test_the_stored_chat_is_the_clients_messages_whatever_prompts_it_sends(
     actions: list[tuple[Any, ...]],
 ) -> None:

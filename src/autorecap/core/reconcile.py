@@ -126,7 +126,9 @@ def separate_prompts(
     A system message's place is the number of chat messages before it. It is a stored
     narrator message when the stored chat has the same text at that place or later (messages
     before it may have been deleted since), or another text at the same place (edited); a
-    prompt placed at a depth moves later as the chat grows. A new one is a narrator message
+    prompt placed at a depth moves later as the chat grows (so a text stored elsewhere is never
+    the edit: a note stored once, at a chat's first request, then moved next to an edited
+    narrator message, leaves the edit to the other). A new one is a narrator message
     when it comes after the chat messages the stored chat begins with (nothing stored follows
     it)."""
     narrators: dict[str, list[tuple[int, int]]] = {}  # text -> [(place, stored index)]
@@ -176,7 +178,9 @@ def separate_prompts(
             kept.append(message)
         elif position > last_said:  # after the newest chat message: post-history instructions
             prompts.append((len(kept), message))
-        elif places[position] in unmatched:  # a stored narrator message, edited
+        elif places[position] in unmatched and message.content.strip() not in narrators:
+            # a stored narrator message, edited (not a text stored elsewhere: that is a prompt
+            # at a depth that has moved, and the edit is the other system message here)
             matched.add(unmatched.pop(places[position]))
             kept.append(message)
         elif places[position] >= common:
