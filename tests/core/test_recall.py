@@ -723,35 +723,30 @@ def test_a_question_about_money_wants_a_sum_over_another_number(sum_: str) -> No
     assert other.score == pytest.approx(2.0 * ANSWER_BOOST)
 
 
+def _far_excerpt(question: str, around: dict[int, str], at: int, sentence: str) -> str:
+    """The excerpt, for `question`, of a long message with the sentences `around` (its match at
+    10) and `sentence` at `at`, in room for the match and about one sentence more."""
+    limit = COUNTER.count(around[10]) + 25
+    text = _long({**around, at: sentence})
+    return excerpt_of(text, asked_words(question), COUNTER, answer_kinds(question), limit=limit)
+
+
 def test_a_sum_told_five_sentences_after_the_match_is_kept_and_another_number_is_not() -> None:
     """A long turn names the envelope, talks around it, then tells the sum: a sentence that tells
     the answer outright is kept up to five sentences after a match; another number that far is
     not."""
     question = "How much was in the envelope from the bank?"
-    asked, wanted = asked_words(question), answer_kinds(question)
-    match = "Denny brings out a long white envelope from the bank."
     around = {
-        10: match,
+        10: "Denny brings out a long white envelope from the bank.",
         11: "It was Monday after the fire.",
         12: "He sat in the truck a long while.",
         13: "Nobody else saw it happen.",
     }
-    limit = COUNTER.count(match) + 25
-    told = excerpt_of(
-        _long({**around, 15: "He said it was $2,400, cash."}), asked, COUNTER, wanted, limit=limit
-    )
+    told = _far_excerpt(question, around, 15, "He said it was $2,400, cash.")
     assert "$2,400" in told
-    farther = excerpt_of(
-        _long({**around, 16: "He said it was $2,400, cash."}), asked, COUNTER, wanted, limit=limit
-    )
+    farther = _far_excerpt(question, around, 16, "He said it was $2,400, cash.")
     assert "$2,400" not in farther
-    number = excerpt_of(
-        _long({**around, 15: "He waited there two more hours."}),
-        asked,
-        COUNTER,
-        wanted,
-        limit=limit,
-    )
+    number = _far_excerpt(question, around, 15, "He waited there two more hours.")
     assert "two more hours" not in number
 
 
@@ -1181,19 +1176,15 @@ def test_a_day_named_tells_when_outright_and_a_time_of_day_only_holds_it(
 
 def test_a_day_named_five_sentences_after_the_match_is_kept_and_a_time_of_day_is_not() -> None:
     question = "When did Shu Heng pay off the loan?"
-    asked, wanted = asked_words(question), answer_kinds(question)
-    match = "Shu Heng had written the last of the loan on the slip."
     around = {
-        10: match,
+        10: "Shu Heng had written the last of the loan on the slip.",
         11: "The debt is discharged.",
         12: "Nothing further is owed by either party.",
         13: "The seal was pressed in deep.",
     }
-    limit = COUNTER.count(match) + 25
-    named = _long({**around, 15: "Done in the tenth month of the fourth year of Tianqing."})
-    assert "Tianqing" in excerpt_of(named, asked, COUNTER, wanted, limit=limit)
-    vague = _long({**around, 15: "Done that evening, in the rain."})
-    assert "evening" not in excerpt_of(vague, asked, COUNTER, wanted, limit=limit)
+    named = "Done in the tenth month of the fourth year of Tianqing."
+    assert "Tianqing" in _far_excerpt(question, around, 15, named)
+    assert "evening" not in _far_excerpt(question, around, 15, "Done that evening, in the rain.")
 
 
 def test_a_request_to_tell_brings_the_reply_and_the_reply_counts_as_its_answer() -> None:

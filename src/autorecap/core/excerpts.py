@@ -176,7 +176,7 @@ def excerpt_answer_weight(excerpt: str, wanted: frozenset[str], asked: frozenset
 def answer_part_weight(answer: str, wanted: frozenset[str], asked: frozenset[str]) -> float:
     """The best `answer_weight` of the sentences of an answer taken after a recalled question
     (`answer_after`): the question matched, so its reply answers it whatever words it shares."""
-    return max(_answer_weights(_SENTENCE.split(answer), wanted, asked), default=0.0)
+    return max(_answer_weights(_sentences(answer), wanted, asked), default=0.0)
 
 
 def _answer_weights(
