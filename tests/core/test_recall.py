@@ -1215,3 +1215,10 @@ def test_a_request_to_tell_brings_the_reply_and_the_reply_counts_as_its_answer()
     )
     found_plain = recall_pieces(plain, [(0, 2.0)], question, COUNTER)[0]
     assert "→" not in found_plain.text
+    # "Tell me about it" agrees; it asks nothing.
+    agreeing = chat_of(
+        message('"Tell me about it. Walt died and the boat just sat there."', hidden=True),
+        message('She takes the kettle off and sits down. "July ninth. A Sunday."', hidden=True),
+    )
+    found_agreeing = recall_pieces(agreeing, [(0, 2.0)], question, COUNTER)[0]
+    assert "→" not in found_agreeing.text

@@ -64,7 +64,7 @@ ANNOUNCED_WORDS = 25
 tokens; at 12 words, the collar's name ("ELSA SANDBERG," I read out, and then I sit back...,
 16 words) lost at every budget."""
 _TELL_ME = re.compile(
-    r"\b(?:tell|remind|show)\s+(?:me|us)\s+(?:about|what|when|where|who|whose|how|which|again)\b"
+    r"\b(?:tell|remind|show)\s+(?:me|us)\s+(?:about(?!\s+it\b)|what|when|where|who|whose|how|which|again)\b"
     r"|\b(?:walk|take)\s+(?:me|us)\s+through\b",
     re.I,
 )
