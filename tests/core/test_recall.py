@@ -577,6 +577,12 @@ def test_the_sentence_with_the_rarest_asked_word_is_kept_before_the_common_ones(
         ("What did Tobiah answer at the hatch?", {"words"}),
         ("What did Veyra whisper through the grille?", {"words"}),
         ("What word broke the cipher?", {"words"}),
+        ("What am I supposed to say at Quill's back door?", {"words"}),
+        ("What do I answer at the sentry post?", {"words"}),
+        ("Remind me the numbers for the wheel on the treasury door?", {"number", "code"}),
+        ("What were the digits on the lock?", {"number", "code"}),
+        # told, not asked: no number wanted
+        ("We went over the numbers twice.", set()),
         # a word with someone, what someone told: no words in quotes asked for
         ("Can I have a word with you?", set()),
         ("What did he tell you about the ship?", set()),
@@ -833,7 +839,9 @@ def test_the_money_word_check_never_turns_a_sum_away() -> None:
         assert names_a_sum(text) == (asking._MONEY.search(text) is not None), text
 
 
-@pytest.mark.parametrize("code", ["Yarrow 226", "NM-44718-K", "R-2290", "KD-7741-VESPER"])
+@pytest.mark.parametrize(
+    "code", ["Yarrow 226", "NM-44718-K", "R-2290", "KD-7741-VESPER", "III-VII-II-IX"]
+)
 def test_a_question_about_a_number_that_names_a_thing_wants_a_code(code: str) -> None:
     """ "What was the claim number?" is told by a code or a figure of several digits, not by a
     count or a day in passing ("two of them", "the 12th")."""
@@ -925,6 +933,21 @@ def test_words_in_single_quotes_tell_the_words_asked_for(said: str) -> None:
     """A word said is quoted in single quotes inside speech, or in British style."""
     question = "What was the password at the gate?"
     assert answer_weight(said, answer_kinds(question), asked_words(question)) == TOLD_WEIGHT
+
+
+def test_words_after_a_word_of_saying_and_a_colon_tell_the_words_asked_for() -> None:
+    """ "And you'll say: *the heron sleeps crooked.*" quotes the words in italics, which a
+    roleplay otherwise gives its actions; recall reads it with the italics taken off."""
+    question = "What am I supposed to say at the back door?"
+    wanted, asked = answer_kinds(question), asked_words(question)
+    for said in ("\"And you'll say: *the heron sleeps crooked.*", "And you'll say: the heron."):
+        assert answer_weight(said, wanted, asked) == TOLD_WEIGHT
+    for other in (
+        "He smiles. *Go.*",
+        "I say *nothing* and walk off into the long grey rain of the night.",
+        "Let me say: this business with the mill owners has gone on for far too long now.",
+    ):
+        assert answer_weight(other, wanted, asked) < TOLD_WEIGHT
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,8 @@ _KIND_CUES = (
             r"|(what|which)(?:'s|’s|\s+(?:is|was|were|are))\s+(?:(?:the|my|your|his|her|our"
             r"|their|its)\s+)?(?:[\w-]+\s+){0,2}?(number|code|combination|price|sum|amount)s?"
             r"(?!\s+(?:words?|phrases?|names?)\b)(?=[^.!\n]*\?)"  # a code word is words said
+            # "remind me the numbers for the wheel?"
+            r"|\bthe\s+(?:[\w-]+\s+){0,2}?(?:numbers|digits)\b(?=[^.!\n]*\?)"
             rf"|cost|price|pay|paid|owe|({_CHARGED})\b)",
             re.I,
         ),
@@ -135,7 +137,9 @@ _KIND_CUES = (
             r"\b(pass ?words?|watchwords?|countersign|pass-?phrases?|(?:code|key) ?words?|motto"
             r"|what (?:was|is|were|are) the (?:\S+ ){0,2}(?:words?|phrases?)"
             r"|(?:what|which) (?:words?|phrases?)"
-            r"|what did (\S+ ){1,4}(say|answer|reply|whisper|shout|mutter))\b",
+            # "what did she whisper", "what am I supposed to say at the door"
+            r"|what (?:did|do|does|should|must|shall|am|are|is|was|were) (\S+ ){1,4}"
+            r"(say|answer|reply|whisper|shout|mutter))\b",
             re.I,
         ),
     ),
@@ -231,7 +235,11 @@ to "when" gained nothing then; with a told answer kept further from its match, a
 chats of later rounds, it did (`_DAY_NAMED`). A short quote to "what password" gained nothing
 either until a told answer was kept further from its match (`excerpts._TOLD_AROUND`): then, on
 the dev and generated chats, 427 / 449 / 453 -> 428 / 449 / 455 of 463. Codes, on the dev and
-generated chats with two more dev chats: 458 / 480 / 489 -> 461 / 481 / 489 of 501."""
+generated chats with two more dev chats: 458 / 480 / 489 -> 461 / 481 / 489 of 501. "The
+numbers for the wheel?", "what am I supposed to say", a code of Roman numerals and words after
+"say:" (from the misses of a blind-written chat, which then went to dev): dev and generated
+503 / 535 / 546 -> 504 / 535 / 546 of 561, held out 367 / 405 / 408 -> 369 / 405 / 408 of 433,
+the blind chat 7 -> 8 of 10 at 2,000 tokens."""
 _QUOTED = re.compile(r"[\"“”«»]")
 """Words said: a password, a question's answer, a whisper are quoted in the story."""
 _SHORT_QUOTE = re.compile(
@@ -242,10 +250,15 @@ _SHORT_QUOTE = re.compile(
     r"|nuff|ello|ave|alf|appen|e|is|ad|ome|ow|fraid|spose|cept|neath|gainst|scuse|kay|ya|yer"
     r"|un|s)\b)(?=\w)[^'‘’\"“”\n]{1,60}?"
     r"(?:(?<=[\w.,!?])(?<!in)(?<!s)|(?<=in|\ws)(?!['’]\s+[a-z]))['’](?![\w'’])"
+    # after a word of saying and a colon, in italics or plain as recall reads it ("you'll
+    # say: *the heron sleeps crooked.*"), where a roleplay's italics are otherwise its actions
+    r"|(?i:\b(?:say|says|said|answer|answers|reply|whisper|password|word\s+is)\s*:\s*)"
+    r"[*_]?(?=\w)[^*_\"“”\n:]{1,60}?(?<=\w)[*_]?(?=[.!?…]*[*_\"”]?\s*$)"
 )
 """"Salt and ember," in quotes and six words or fewer: a password or a reply told
 outright, where a line of dialogue runs longer. An opening quote follows no word or stop, so
-the narration between two quotes ('," he says. "') is none."""
+the narration between two quotes ('," he says. "') is none. Words after a word of saying
+and a colon count when they end the sentence."""
 _WEEKDAYS_MONTHS = (
     r"(?!(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|January|February|March|April|May|June"
     r"|July|August|September|October|November|December)"
@@ -308,17 +321,21 @@ _CAPITALISED = re.compile(r"(?<![.!?…]\s)(?<!^)\b[A-Z][\w'’-]+")
 
 
 _CODE_ASKED = re.compile(
-    r"\b(?:number|code|combination|serial|registration|plate|id|reference|extension|pin)\b"
+    r"\b(?:numbers?|codes?|combinations?|digits|serial|registration|plate|id|reference|extension"
+    r"|pin)\b"
     r"(?!\s+(?:of|words?|phrases?|names?)\b)",
     re.I,
 )
 """A question about a number that names a thing ("the claim number", "the door code"), not one
 that counts ("how many"): what a sentence with a code or a figure of several digits answers."""
+_ROMAN_CODE = r"(?-i:\b[IVXLC]+(?:-[IVXLC]+){2,}\b)"
+"""A code of Roman numerals: "III-VII-II-IX" (three at least, which no word or initial is)."""
 _CODE = re.compile(
     r"\b(?!\d+(?:st|nd|rd|th)\b)(?:[A-Za-z]+[-/]?)?\d[\w-]*\d[\w-]*|\b[A-Z]{1,4}-?\d+\b"
+    rf"|{_ROMAN_CODE}"
 )
-"""A code or a figure of several digits: "NM-44718-K", "Yarrow 226", "R-2290", "4471" (not
-"the 12th")."""
+"""A code or a figure of several digits: "NM-44718-K", "Yarrow 226", "R-2290", "4471",
+"III-VII-II-IX" (not "the 12th")."""
 
 
 def answer_kinds(query: str) -> frozenset[str]:
@@ -368,9 +385,10 @@ def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -
     """Whether a sentence holds an answer of a wanted kind that the question does not
     already say: a number, a date, words in quotes, or a name (a capitalised word not at its
     start)."""
-    if ("number" in wanted and (_NUMBER.search(sentence) or names_a_sum(sentence))) or (
-        "date" in wanted and _DATE.search(sentence)
-    ):
+    if (
+        "number" in wanted
+        and (_NUMBER.search(sentence) or names_a_sum(sentence) or _CODE.search(sentence))
+    ) or ("date" in wanted and _DATE.search(sentence)):
         return True
     if "words" in wanted and (_QUOTED.search(sentence) or _SHORT_QUOTE.search(sentence)):
         return True
