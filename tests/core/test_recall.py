@@ -951,6 +951,21 @@ def test_words_after_a_word_of_saying_and_a_colon_tell_the_words_asked_for() -> 
 
 
 @pytest.mark.parametrize(
+    ("said", "weight"),
+    [
+        ("He's up at 3 Gallows Stair now, above the candlemaker's.", TOLD_WEIGHT),
+        ("The office is at 221B Baker Street.", TOLD_WEIGHT),
+        ("He moved to Gallows Stair in the spring.", 1.0),  # a place in passing
+        ("We met in 1907 Dressler and I.", 1.0),  # a year before a name
+        ("Two of the men came back.", 0.0),
+    ],
+)
+def test_an_address_tells_where_outright(said: str, weight: float) -> None:
+    question = "What was the address Maudie gave me for Quill's new place?"
+    assert answer_weight(said, answer_kinds(question), asked_words(question)) == weight
+
+
+@pytest.mark.parametrize(
     "said",
     [
         "Don't touch the boys' toys, 'tis late.",

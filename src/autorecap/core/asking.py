@@ -338,6 +338,16 @@ _CODE = re.compile(
 "III-VII-II-IX" (not "the 12th")."""
 
 
+_ADDRESS = re.compile(
+    r"\b(?!(?:1\d|20)\d\d\b)\d{1,4}[A-Za-z]?,?\s+(?-i:(?:[A-Z][\w'’-]+\s+){0,2}[A-Z][\w'’-]+)"
+)
+"""An address: a number before a name ("3 Gallows Stair", "14 Quay Street", "221B Baker
+Street"; not a year, "in 1907 Dressler"), what a sentence tells outright to a question about
+where. Measured with `autorecap eval`, planted facts with recall: dev and generated 518 / 552 /
+566 -> 520 / 553 / 566 of 581 at 1,000 / 2,000 / 4,000 tokens, held out 384 / 423 / 428 of 453,
+the same."""
+
+
 def answer_kinds(query: str) -> frozenset[str]:
     """The kinds of answer a question wants, from its question words: "number", "date",
     "name", "place", "words" (none for a message that asks nothing); "money" besides "number"
@@ -363,6 +373,7 @@ def answer_weight(sentence: str, wanted: frozenset[str], asked: frozenset[str]) 
         or ("name" in wanted and _NAMING.search(sentence))
         or ("code" in wanted and _CODE.search(sentence))
         or ("date" in wanted and _DAY_NAMED.search(sentence))
+        or ("place" in wanted and _ADDRESS.search(sentence))
     ):
         return TOLD_WEIGHT
     if "words" in wanted and any(
