@@ -272,12 +272,15 @@ _NAMING = re.compile(
 """A name given: "the inn is called the Tallow & Thistle", "they called her Mother Lancet",
 "his name's Admiral Fuzz", "that's the Marguerite Bell", "meet Ptolemy" (not "I called Mira",
 "that's Tuesday")."""
+_ROMAN_CODE = r"(?-i:\b[IVXLC]+(?:-[IVXLC]+){2,}\b)"
+"""A code of Roman numerals: "III-VII-II-IX" (three at least, which no word or initial is)."""
 _NUMBER = re.compile(
     r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
     r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy"
     r"|eighty|ninety|hundred|thousand|million|billion|half|dozen)\b"
     # old money says its number in one word, in lower case: "Penny" and "Spence" are names
-    rf"|(?-i:\b(?:{_OLD_MONEY})\b)",
+    rf"|(?-i:\b(?:{_OLD_MONEY})\b)"
+    rf"|{_ROMAN_CODE}",
     re.I,
 )
 _MONTH = (
@@ -328,8 +331,6 @@ _CODE_ASKED = re.compile(
 )
 """A question about a number that names a thing ("the claim number", "the door code"), not one
 that counts ("how many"): what a sentence with a code or a figure of several digits answers."""
-_ROMAN_CODE = r"(?-i:\b[IVXLC]+(?:-[IVXLC]+){2,}\b)"
-"""A code of Roman numerals: "III-VII-II-IX" (three at least, which no word or initial is)."""
 _CODE = re.compile(
     r"\b(?!\d+(?:st|nd|rd|th)\b)(?:[A-Za-z]+[-/]?)?\d[\w-]*\d[\w-]*|\b[A-Z]{1,4}-?\d+\b"
     rf"|{_ROMAN_CODE}"
@@ -396,10 +397,9 @@ def holds_answer(sentence: str, wanted: frozenset[str], asked: frozenset[str]) -
     """Whether a sentence holds an answer of a wanted kind that the question does not
     already say: a number, a date, words in quotes, or a name (a capitalised word not at its
     start)."""
-    if (
-        "number" in wanted
-        and (_NUMBER.search(sentence) or names_a_sum(sentence) or _CODE.search(sentence))
-    ) or ("date" in wanted and _DATE.search(sentence)):
+    if ("number" in wanted and (_NUMBER.search(sentence) or names_a_sum(sentence))) or (
+        "date" in wanted and _DATE.search(sentence)
+    ):
         return True
     if "words" in wanted and (_QUOTED.search(sentence) or _SHORT_QUOTE.search(sentence)):
         return True
